@@ -1,0 +1,96 @@
+// humming: common definitions shared by every component.
+//
+// The headers are self-contained (no CUDA toolkit headers): 16-bit floats are carried as raw bits and
+// all arithmetic on them is inline PTX, so the same source compiles with NVCC and with NVRTC without
+// include paths. Requires sm_80 or newer (cp.async, bf16 tensor cores, f16x2/bf16x2 conversions).
+#pragma once
+
+namespace humming {
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned long long u64;
+
+// Element-type tags. Values of both are 16-bit patterns in a u16 (pairs in a u32).
+struct f16 {
+  static constexpr bool kIsBf16 = false;
+};
+struct bf16 {
+  static constexpr bool kIsBf16 = true;
+};
+
+enum class ZeroPointKind : int { kNone = 0, kInteger = 1, kFloatOffset = 2 };
+enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGeluTanh = 4 };
+
+// Kernel arguments, passed by value. Must match `humming_runtime::GemmParams` (#[repr(C)]) field by field.
+//   a      [M, lda]   row-major activations (A dtype), 16-byte aligned, lda % 8 == 0
+//   b      packed weights, see dequant.cuh for the layout
+//   scales group scales [ceil(K/G), N] (permuted per 64 columns) or channel scales [N]
+//   zeros  integer zero points (as exact A-dtype values) or float offsets, [ceil(K/G), N] permuted
+//   bias   [N] in C dtype (or null)
+//   c      [M, ldc]   row-major output
+struct GemmParams {
+  const void* a;
+  const void* b;
+  const void* scales;
+  const void* zeros;
+  const void* bias;
+  void* c;
+  int m;
+  int n;
+  int k;
+  int lda;
+  int ldc;
+};
+
+// Everything about the number formats of one kernel.
+template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_, bool kBias_,
+          EpilogueKind kEpilogue_>
+struct QuantConfig {
+  using T = T_;
+  static constexpr int kBits = kBits_;
+  static constexpr bool kSigned = kSigned_;
+  static constexpr ZeroPointKind kZp = kZp_;
+  static constexpr int kGroup = kGroup_;  // 0: per-channel scale
+  static constexpr bool kScaleOnB = kScaleOnB_;
+  static constexpr bool kBias = kBias_;
+  static constexpr EpilogueKind kEpilogue = kEpilogue_;
+  static_assert(kBits >= 1 && kBits <= 8, "weight width must be 1..8 bits");
+  static_assert(kGroup == 0 || (kGroup >= 16 && (kGroup & (kGroup - 1)) == 0), "group must be a power of two >= 16");
+  static_assert(!(kSigned && kZp != ZeroPointKind::kNone), "zero points need unsigned codes");
+};
+
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int WK_, int STAGES_>
+struct Tile {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, WK = WK_, STAGES = STAGES_;
+  static_assert(WN == 64 && WK == 64, "the mma.sync kernel uses 64x64 warp tiles along N and K");
+  static_assert(WM % 16 == 0 && WM <= 64 && BM % WM == 0, "warp M must be 16..64 and divide block M");
+  static_assert(BN % 64 == 0 && BK % 64 == 0, "block N and K must be multiples of 64");
+  static_assert(STAGES >= 2, "at least two pipeline stages");
+};
+
+template <class A, class B>
+struct Max {
+  static constexpr int value = A::value > B::value ? A::value : B::value;
+};
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// 16-byte global->shared copy; when `pred` is false nothing is read and the destination is zero-filled.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+  const int n = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(n));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+}  // namespace humming

@@ -1,0 +1,172 @@
+// humming: 16-bit float pair arithmetic and weight dequantization by bit tricks.
+//
+// Packed weight layout (produced by humming_runtime::pack, inverse in unpack):
+//   B is cut into 64 (K) x 64 (N) units, stored unit after unit in [K/64][N/64] order.
+//   A b-bit code is split into power-of-two bit-planes ("parts"): 1,2,4,8 -> one part; 3 = 2+1,
+//   5 = 4+1, 6 = 4+2, 7 = 4+2+1 (lowest bits first). A unit holds its parts one after the other; a part
+//   of width s holds, for each k16 slab kk (0..3) and lane (0..31), s consecutive 32-bit words:
+//     word index in part = (kk * 32 + lane) * s + q / (16 / s)
+//   Those s words hold the 16 value pairs q = nt * 2 + r (nt = n8 tile 0..7, r = register 0/1) of the
+//   lane's mma.m16n8k16 B fragments: pair q sits in slot j = q % (16 / s), its first value (even k) at
+//   bits [j*s, j*s+s) and its second value (odd k) at bits [16 + j*s, 16 + j*s + s). The values of pair
+//   (nt, r) of lane L are B[n][k] with n = nt*8 + L/4, k = kk*16 + 2*(L%4) + 8*r + {0, 1}.
+//   So a thread fetches its whole fragment for a slab with one 4..32-byte shared load per part, and one
+//   mask extracts two values straight into the two halves of a 16-bit float pair.
+//
+// Dequantization (no int->float conversion instructions): OR-ing a code c < 2^10 into the mantissa of
+// 1024.0 (f16 0x6400) gives exactly 1024 + c; for bf16 with c < 2^7, 128.0 (0x4300) gives 128 + c.
+// One subtraction of (1024 + bias) then yields c - bias exactly. 8-bit codes under bf16 go through the
+// same trick in f32 (2^23 = 0x4B000000), then an exact f32->bf16 pair conversion.
+#pragma once
+#include "common.cuh"
+
+namespace humming {
+
+// ---- 16-bit float pairs (raw bits in a u32) -------------------------------------------------------
+
+template <class T>
+struct Half2;
+
+template <>
+struct Half2<f16> {
+  static constexpr u32 kMagic = 0x64006400u;  // (1024.0, 1024.0)
+  static constexpr int kMagicBits = 10;       // codes below 2^10 fit the mantissa
+  static constexpr float kMagicValue = 1024.0f;
+  __device__ __forceinline__ static u32 sub(u32 a, u32 b) {
+    u32 d;
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
+  __device__ __forceinline__ static u32 mul(u32 a, u32 b) {
+    u32 d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
+  __device__ __forceinline__ static u32 fma(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+  }
+  __device__ __forceinline__ static u32 add(u32 a, u32 b) {
+    u32 d;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
+  // (lo, hi) floats -> pair, round to nearest even.
+  __device__ __forceinline__ static u32 from_floats(float lo, float hi) {
+    u32 d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+  }
+  __device__ __forceinline__ static float to_float(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+  }
+};
+
+template <>
+struct Half2<bf16> {
+  static constexpr u32 kMagic = 0x43004300u;  // (128.0, 128.0)
+  static constexpr int kMagicBits = 7;
+  static constexpr float kMagicValue = 128.0f;
+  // sm_80 has no bf16x2 add/sub/mul; fma.rn.bf16x2 is exact-rounded and does all three.
+  __device__ __forceinline__ static u32 fma(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+  }
+  __device__ __forceinline__ static u32 sub(u32 a, u32 b) { return fma(b, 0xBF80BF80u, a); }  // a + b * -1
+  __device__ __forceinline__ static u32 add(u32 a, u32 b) { return fma(b, 0x3F803F80u, a); }  // a + b * 1
+  __device__ __forceinline__ static u32 mul(u32 a, u32 b) { return fma(a, b, 0x80008000u); }  // a * b + -0
+  __device__ __forceinline__ static u32 from_floats(float lo, float hi) {
+    u32 d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+  }
+  __device__ __forceinline__ static float to_float(u16 h) { return __uint_as_float(((u32)h) << 16); }
+};
+
+// Both halves of a pair set to the low (`high` false) or the high half of `w`.
+__device__ __forceinline__ u32 broadcast_half(u32 w, bool high) { return __byte_perm(w, 0, high ? 0x3232 : 0x1010); }
+
+// ---- bit-plane parts -------------------------------------------------------------------------------
+
+// Width of part `i` of a `kBits`-bit code (0 past the last part).
+template <int kBits>
+__device__ __host__ constexpr int part_width(int i) {
+  return kBits == 3   ? (i == 0 ? 2 : i == 1 ? 1 : 0)
+         : kBits == 5 ? (i == 0 ? 4 : i == 1 ? 1 : 0)
+         : kBits == 6 ? (i == 0 ? 4 : i == 1 ? 2 : 0)
+         : kBits == 7 ? (i == 0 ? 4 : i == 1 ? 2 : i == 2 ? 1 : 0)
+                      : (i == 0 ? kBits : 0);
+}
+
+// Sum of the widths of the parts before part `i`.
+template <int kBits>
+__device__ __host__ constexpr int part_offset(int i) {
+  return i <= 0 ? 0 : part_offset<kBits>(i - 1) + part_width<kBits>(i - 1);
+}
+
+// Loads the words of one k16 slab for this lane: w[part_offset(i) .. + part_width(i)) = part i.
+// `unit` points at the unit's first word in shared memory.
+template <int kBits>
+__device__ __forceinline__ void load_slab_words(const u32* unit, int kk, int lane, u32 (&w)[kBits]) {
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int s = part_width<kBits>(i);
+    if (s == 0) continue;
+    const u32* src = unit + 128 * part_offset<kBits>(i) + (kk * 32 + lane) * s;
+    const int o = part_offset<kBits>(i);
+    if (s == 8) {
+      const uint4 x = *reinterpret_cast<const uint4*>(src);
+      const uint4 y = *reinterpret_cast<const uint4*>(src + 4);
+      w[o + 0] = x.x; w[o + 1] = x.y; w[o + 2] = x.z; w[o + 3] = x.w;
+      w[o + 4] = y.x; w[o + 5] = y.y; w[o + 6] = y.z; w[o + 7] = y.w;
+    } else if (s == 4) {
+      const uint4 x = *reinterpret_cast<const uint4*>(src);
+      w[o + 0] = x.x; w[o + 1] = x.y; w[o + 2] = x.z; w[o + 3] = x.w;
+    } else if (s == 2) {
+      const uint2 x = *reinterpret_cast<const uint2*>(src);
+      w[o + 0] = x.x; w[o + 1] = x.y;
+    } else {
+      w[o] = *src;
+    }
+  }
+}
+
+// The code pair q (0..15) of a slab: both codes in the low bits of each 16-bit half.
+template <int kBits>
+__device__ __forceinline__ u32 code_pair(const u32 (&w)[kBits], int q) {
+  u32 c = 0;
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int s = part_width<kBits>(i);
+    if (s == 0) continue;
+    const int per = 16 / s;
+    const u32 mask = ((1u << s) - 1u) * 0x00010001u;
+    const u32 word = w[part_offset<kBits>(i) + q / per];
+    c |= ((word >> ((q % per) * s)) & mask) << part_offset<kBits>(i);
+  }
+  return c;
+}
+
+// The pair of codes as exact 16-bit floats offset by the magic number: (M + c_lo, M + c_hi), where M
+// is Half2<T>::kMagicValue; for 8-bit codes under bf16 the offset is 0 (exact values).
+template <class T, int kBits>
+struct CodeToFloat {
+  static constexpr bool kDirect = kBits <= Half2<T>::kMagicBits;
+  // Value of the offset carried by the result.
+  static constexpr float kOffset = kDirect ? Half2<T>::kMagicValue : 0.0f;
+  __device__ __forceinline__ static u32 convert(u32 c) {
+    if constexpr (kDirect) {
+      return c | Half2<T>::kMagic;
+    } else {
+      const float lo = __uint_as_float(0x4B000000u | (c & 0xFFFFu)) - 8388608.0f;
+      const float hi = __uint_as_float(0x4B000000u | (c >> 16)) - 8388608.0f;
+      return Half2<T>::from_floats(lo, hi);  // exact: integers below 256
+    }
+  }
+};
+
+}  // namespace humming

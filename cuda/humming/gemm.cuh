@@ -1,0 +1,193 @@
+// humming: the weight-only quantized GEMM kernel, C[M, N] = A[M, K] * dequant(B)[N, K]^T.
+//
+// One CTA computes a BM x BN tile of C. Warps are arranged (K, M, N) = (BK/64, BM/WM, BN/64); each warp
+// owns a WM x 64 tile of C and one 64-deep slice of every BK step. Per BK step a STAGES-deep cp.async
+// pipeline brings the A tile, the packed B units and the scale/zero-point rows into shared memory.
+// Per k16 slab a warp loads its B fragments with one shared load per bit-plane, dequantizes them in
+// registers (magic-number trick, zero point, group scale), loads A with ldmatrix.x4 and issues
+// mma.sync m16n8k16 with f32 accumulation. Warps along K are reduced through shared memory; the
+// epilogue applies the channel scale, bias and fused activation in f32 and writes C rows < M only.
+#pragma once
+#include "common.cuh"
+#include "dequant.cuh"
+#include "epilogue.cuh"
+#include "loader.cuh"
+#include "mma.cuh"
+
+namespace humming {
+
+template <class Q, class Tl>
+struct Gemm {
+  using T = typename Q::T;
+  using H = Half2<T>;
+  using L = StageLayout<Q, Tl>;
+  using CF = CodeToFloat<T, Q::kBits>;
+  static constexpr int kWarpsN = L::kWarpsN;
+  static constexpr int kWarpsK = L::kWarpsK;
+  static constexpr int kWarpsM = Tl::BM / Tl::WM;
+  static constexpr int kThreads = kWarpsM * kWarpsN * kWarpsK * 32;
+  static constexpr int kMTiles = Tl::WM / 16;
+  static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
+  static constexpr int kReduceBytes = (kWarpsK - 1) * Tl::BM * Tl::BN * 4;
+  static constexpr int kSmemBytes = kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes;
+  static_assert(kThreads <= 1024, "too many threads per CTA");
+
+  __device__ __forceinline__ static void run(const GemmParams& p) {
+    extern __shared__ __align__(128) char smem[];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int wn = warp % kWarpsN;
+    const int wm = (warp / kWarpsN) % kWarpsM;
+    const int kw = warp / (kWarpsN * kWarpsM);
+    const int n0 = blockIdx.x * Tl::BN;
+    const int m0 = blockIdx.y * Tl::BM;
+    const bool n_valid = n0 + wn * 64 < p.n;
+
+    float acc[kMTiles][8][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+
+    // Per-channel values used on B (zero points, float offsets, and the scale with a float offset) are
+    // loaded once, in the permuted order of dequant.cuh: this lane's 8 channels n = nt*8 + lane/4.
+    u32 ch_s[4] = {0, 0, 0, 0}, ch_z[4] = {0, 0, 0, 0};
+    if constexpr (Q::kGroup == 0) {
+      if (n_valid) {
+        const int off = n0 + wn * 64 + (lane >> 2) * 8;
+        if constexpr (Q::kScaleOnB) {
+          const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const u16*>(p.scales) + off);
+          ch_s[0] = v.x; ch_s[1] = v.y; ch_s[2] = v.z; ch_s[3] = v.w;
+        }
+        if constexpr (Q::kZp != ZeroPointKind::kNone) {
+          const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const u16*>(p.zeros) + off);
+          ch_z[0] = v.x; ch_z[1] = v.y; ch_z[2] = v.z; ch_z[3] = v.w;
+        }
+      }
+    }
+    const u32 off2 = H::from_floats(CF::kOffset, CF::kOffset);
+    const float code_bias = Q::kSigned ? static_cast<float>(1 << (Q::kBits - 1)) : 0.0f;
+    const u32 bias2 = H::from_floats(CF::kOffset + code_bias, CF::kOffset + code_bias);
+
+    const int iters = (p.k + Tl::BK - 1) / Tl::BK;
+#pragma unroll
+    for (int s = 0; s < Tl::STAGES - 1; ++s) {
+      if (s < iters) load_stage<Q, Tl, kThreads>(smem + s * L::kStageBytes, p, s * Tl::BK, m0, n0);
+      cp_async_commit();
+    }
+
+    for (int it = 0; it < iters; ++it) {
+      cp_async_wait<Tl::STAGES - 2>();
+      __syncthreads();
+      const int next = it + Tl::STAGES - 1;
+      if (next < iters) load_stage<Q, Tl, kThreads>(smem + (next % Tl::STAGES) * L::kStageBytes, p, next * Tl::BK, m0, n0);
+      cp_async_commit();
+
+      const char* st = smem + (it % Tl::STAGES) * L::kStageBytes;
+      const int k0 = it * Tl::BK;
+      if (!n_valid || k0 + kw * 64 >= p.k) continue;
+      const u32* unit = reinterpret_cast<const u32*>(st + L::kBOffset + (kw * kWarpsN + wn) * L::kUnitBytes);
+      const char* a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        u32 w[Q::kBits];
+        load_slab_words<Q::kBits>(unit, kk, lane, w);
+        u32 sw[4], zw[4];
+        if constexpr (Q::kGroup > 0) {
+          const int r = Q::kGroup < Tl::BK ? (kw * 64 + kk * 16) / Q::kGroup : 0;
+          const int idx = r * Tl::BN + wn * 64 + (lane >> 2) * 8;
+          const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kSOffset) + idx);
+          sw[0] = v.x; sw[1] = v.y; sw[2] = v.z; sw[3] = v.w;
+          if constexpr (Q::kZp != ZeroPointKind::kNone) {
+            const uint4 z = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kZOffset) + idx);
+            zw[0] = z.x; zw[1] = z.y; zw[2] = z.z; zw[3] = z.w;
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            sw[i] = ch_s[i];
+            zw[i] = ch_z[i];
+          }
+        }
+        u32 bfrag[8][2];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const u32 s2 = broadcast_half(sw[nt >> 1], nt & 1);
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const u32 x = CF::convert(code_pair<Q::kBits>(w, nt * 2 + r));
+            u32 v;
+            if constexpr (Q::kZp == ZeroPointKind::kFloatOffset) {
+              v = H::fma(H::sub(x, off2), s2, broadcast_half(zw[nt >> 1], nt & 1));
+            } else {
+              const u32 b2 = Q::kZp == ZeroPointKind::kInteger ? H::add(broadcast_half(zw[nt >> 1], nt & 1), off2) : bias2;
+              v = H::sub(x, b2);
+              if constexpr (Q::kScaleOnB) v = H::mul(v, s2);
+            }
+            bfrag[nt][r] = v;
+          }
+        }
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          const int row = wm * Tl::WM + mt * 16 + (lane & 15);
+          const int chunk = kk * 2 + (lane >> 4);
+          u32 a[4];
+          ldmatrix_x4(a, a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) mma_16816<T>(acc[mt][nt], a, bfrag[nt][0], bfrag[nt][1]);
+        }
+      }
+    }
+    cp_async_wait<0>();
+
+    // Reduce the warps along K through shared memory (the pipeline buffers are free now).
+    if constexpr (kWarpsK > 1) {
+      __syncthreads();
+      float* red = reinterpret_cast<float*>(smem);
+      const int slot_base = (wm * kWarpsN + wn) * kMTiles * 8;
+      constexpr int kSlots = kWarpsM * kWarpsN * kMTiles * 8;
+      if (kw > 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              red[(((kw - 1) * kSlots + slot_base + mt * 8 + nt) * 4 + j) * 32 + lane] = acc[mt][nt][j];
+      }
+      __syncthreads();
+      if (kw == 0) {
+#pragma unroll
+        for (int k2 = 1; k2 < kWarpsK; ++k2)
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+              for (int j = 0; j < 4; ++j)
+                acc[mt][nt][j] += red[(((k2 - 1) * kSlots + slot_base + mt * 8 + nt) * 4 + j) * 32 + lane];
+      }
+    }
+    if (kw != 0 || !n_valid) return;
+
+    u32* c = static_cast<u32*>(p.c);
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const int row0 = m0 + wm * Tl::WM + mt * 16 + (lane >> 2);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int col = n0 + wn * 64 + nt * 8 + 2 * (lane & 3);
+        if (row0 < p.m) {
+          c[(static_cast<long long>(row0) * p.ldc + col) >> 1] = finish_pair<Q>(acc[mt][nt][0], acc[mt][nt][1], p, col);
+        }
+        if (row0 + 8 < p.m) {
+          c[(static_cast<long long>(row0 + 8) * p.ldc + col) >> 1] = finish_pair<Q>(acc[mt][nt][2], acc[mt][nt][3], p, col);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace humming

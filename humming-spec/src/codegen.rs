@@ -1,0 +1,164 @@
+//! CUDA code generation: a thin, readable instantiation of the reusable headers in `cuda/humming/`.
+//!
+//! Each kernel becomes one `.cu` file holding one `extern "C"` entry point per tile configuration,
+//! named `humming_<hash>_t<i>` (see [`entry_name`]). Everything the kernel needs to know at compile time
+//! (dtypes, weight width, zero point kind, group size, bias, epilogue, tile shape) is a template argument;
+//! M, N, K and the pointers are run-time [`GemmParams`](../../humming_runtime) fields.
+
+use crate::dtype::DType;
+use crate::model::*;
+use std::fmt::Write;
+
+/// Version of the generator; part of every build cache key.
+pub const GENERATOR_VERSION: &str = "humming-codegen-1";
+
+/// The reusable CUDA headers, as `(relative path, contents)`. The build helper writes them next to the
+/// generated sources; the runtime hands them to NVRTC.
+pub const HEADERS: &[(&str, &str)] = &[
+    ("humming/common.cuh", include_str!("../../cuda/humming/common.cuh")),
+    ("humming/dequant.cuh", include_str!("../../cuda/humming/dequant.cuh")),
+    ("humming/mma.cuh", include_str!("../../cuda/humming/mma.cuh")),
+    ("humming/loader.cuh", include_str!("../../cuda/humming/loader.cuh")),
+    ("humming/epilogue.cuh", include_str!("../../cuda/humming/epilogue.cuh")),
+    ("humming/gemm.cuh", include_str!("../../cuda/humming/gemm.cuh")),
+];
+
+/// Default tile configurations when a declaration fixes none, picked at run time by M
+/// (the smallest `block_m` that covers M wins).
+pub fn default_tiles() -> Vec<TileConfig> {
+    let t = |bm, bn, bk, wm, st| TileConfig {
+        block_m: bm,
+        block_n: bn,
+        block_k: bk,
+        warp_m: wm,
+        warp_n: 64,
+        warp_k: 64,
+        stages: st,
+    };
+    vec![t(16, 128, 128, 16, 4), t(32, 256, 64, 32, 4), t(64, 256, 64, 64, 4)]
+}
+
+/// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`].
+pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
+    if spec.tiles.len == 0 { default_tiles() } else { spec.tiles.as_slice().to_vec() }
+}
+
+/// The name of the entry point of tile configuration `index`.
+pub fn entry_name(spec: &KernelSpec, index: usize) -> String {
+    format!("humming_{}_t{index}", spec.hash_hex())
+}
+
+/// Weight bit-planes: a `b`-bit code is stored as power-of-two-wide parts (`3 = 2 + 1`, `7 = 4 + 2 + 1`),
+/// lowest bits first, each part packed in whole 32-bit words. Returns the part widths.
+pub fn bit_parts(bits: u32) -> Vec<u32> {
+    match bits {
+        1 => vec![1],
+        2 => vec![2],
+        3 => vec![2, 1],
+        4 => vec![4],
+        5 => vec![4, 1],
+        6 => vec![4, 2],
+        7 => vec![4, 2, 1],
+        8 => vec![8],
+        _ => vec![],
+    }
+}
+
+/// True if the primary scale multiplies the dequantized weights in registers (group scales, and channel
+/// scales with a float offset); false if it multiplies C in the epilogue (channel scales otherwise).
+pub fn scale_on_b(spec: &KernelSpec) -> bool {
+    match spec.scale.granularity {
+        ScaleGranularity::Group { .. } => true,
+        ScaleGranularity::Channel => spec.zero_point == ZeroPoint::FloatOffset,
+        _ => false,
+    }
+}
+
+/// Rows of scales (and zero points) one pipeline stage of `block_k` holds.
+pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    match spec.scale.granularity {
+        ScaleGranularity::Group { size } => (t.block_k as u32 / size).max(1),
+        _ => 0,
+    }
+}
+
+/// Dynamic shared memory of one tile configuration, in bytes. The generated source asserts that the
+/// CUDA side computes the same number.
+pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    let (bm, bn, bk) = (t.block_m as u32, t.block_n as u32, t.block_k as u32);
+    let a = bm * bk * 2;
+    let b = bn * bk * spec.b.bits() / 8;
+    let rows = scale_rows_per_stage(spec, t);
+    let s = rows * bn * 2;
+    let z = if spec.zero_point != ZeroPoint::None { s } else { 0 };
+    let pipeline = t.stages as u32 * (a + b + s + z);
+    let warps_k = (t.block_k / t.warp_k) as u32;
+    let reduce = (warps_k - 1) * bm * bn * 4;
+    pipeline.max(reduce)
+}
+
+fn cuda_dtype(d: DType) -> &'static str {
+    match d {
+        DType::F16 => "humming::f16",
+        DType::BF16 => "humming::bf16",
+        _ => "void",
+    }
+}
+
+fn zp_kind(z: ZeroPoint) -> &'static str {
+    match z {
+        ZeroPoint::None => "humming::ZeroPointKind::kNone",
+        ZeroPoint::Integer => "humming::ZeroPointKind::kInteger",
+        ZeroPoint::FloatOffset => "humming::ZeroPointKind::kFloatOffset",
+    }
+}
+
+fn epilogue_kind(e: Epilogue) -> &'static str {
+    match e {
+        Epilogue::None => "humming::EpilogueKind::kNone",
+        Epilogue::Relu => "humming::EpilogueKind::kRelu",
+        Epilogue::Silu => "humming::EpilogueKind::kSilu",
+        Epilogue::Gelu => "humming::EpilogueKind::kGelu",
+        Epilogue::GeluTanh => "humming::EpilogueKind::kGeluTanh",
+    }
+}
+
+/// Generates the `.cu` source of a kernel whose spec passed validation.
+pub fn generate_cuda(spec: &KernelSpec) -> String {
+    let mut s = String::new();
+    let group = spec.group_size().unwrap_or(0);
+    let _ = writeln!(s, "// Generated by humming ({GENERATOR_VERSION}). Do not edit: change the gemm! declaration.");
+    let _ = writeln!(s, "// descriptor: {}", spec.canonical());
+    let _ = writeln!(s, "// sha256:     {}", hex(&spec.hash()));
+    let _ = writeln!(s, "#include \"humming/gemm.cuh\"");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "namespace {{");
+    let _ = writeln!(s, "using Quant = humming::QuantConfig<");
+    let _ = writeln!(s, "    {},  // A, C and scale element type", cuda_dtype(spec.a));
+    let _ = writeln!(s, "    {},  // weight bits", spec.b.bits());
+    let _ = writeln!(s, "    {},  // signed weights (stored offset-binary)", spec.b.is_signed());
+    let _ = writeln!(s, "    {},", zp_kind(spec.zero_point));
+    let _ = writeln!(s, "    {group},  // group size along K (0: per channel)");
+    let _ = writeln!(s, "    {},  // scale applied to B in registers (else to C in the epilogue)", scale_on_b(spec));
+    let _ = writeln!(s, "    {},  // bias", spec.bias);
+    let _ = writeln!(s, "    {}>;", epilogue_kind(spec.epilogue));
+    let _ = writeln!(s, "}}  // namespace");
+    for (i, t) in tiles_of(spec).iter().enumerate() {
+        let tile = format!(
+            "humming::Tile<{}, {}, {}, {}, {}, {}, {}>",
+            t.block_m, t.block_n, t.block_k, t.warp_m, t.warp_n, t.warp_k, t.stages
+        );
+        let _ = writeln!(s);
+        let _ = writeln!(s, "// tile {i}: {t}, {} threads, {} bytes of shared memory", t.threads(), smem_bytes(spec, t));
+        let _ = writeln!(
+            s,
+            "static_assert(humming::Gemm<Quant, {tile}>::kSmemBytes == {}u, \"shared memory size disagrees with the Rust model\");",
+            smem_bytes(spec, t)
+        );
+        let _ = writeln!(s, "extern \"C\" __global__ void __launch_bounds__({})", t.threads());
+        let _ = writeln!(s, "{}(const humming::GemmParams params) {{", entry_name(spec, i));
+        let _ = writeln!(s, "  humming::Gemm<Quant, {tile}>::run(params);");
+        let _ = writeln!(s, "}}");
+    }
+    s
+}

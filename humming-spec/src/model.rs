@@ -1,0 +1,379 @@
+//! The kernel model: one plain-data value describes a quantized GEMM completely.
+//!
+//! Shapes follow the usual GEMM terms: `C[M, N] = A[M, K] · Bᵀ` where A (activations) is row-major
+//! `[M, K]`, B (weights) is `[N, K]` (output features × input features, as stored by PyTorch, GPTQ's
+//! dequantized form and GGUF), and C (output) is row-major `[M, N]`. M is a run-time value; N and K are
+//! given at launch and checked against the kernel's rules.
+
+use crate::dtype::DType;
+use std::fmt;
+
+/// How weight scales are shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScaleGranularity {
+    /// One scale per output channel (column of C): `[N]`.
+    Channel,
+    /// One scale per output channel and per group of `size` consecutive K (GPTQ/AWQ/GGUF style):
+    /// `[ceil(K / size), N]`. `size` is a power of two.
+    Group {
+        /// Group size along K.
+        size: u32,
+    },
+    /// One scale per `n × k` block of B (DeepSeek-V3 FP8 style): `[N / n, K / k]`. Model only.
+    Block {
+        /// Block extent along N.
+        n: u32,
+        /// Block extent along K.
+        k: u32,
+    },
+    /// One scale for the whole tensor. Model only.
+    Tensor,
+}
+
+/// A weight scale: its element type and granularity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Scale {
+    /// Element type of the stored scales.
+    pub dtype: DType,
+    /// How scales are shared.
+    pub granularity: ScaleGranularity,
+}
+
+/// Zero point of integer weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZeroPoint {
+    /// No zero point: `w = s · q` where `q` is the code's value (two's complement for `iN`).
+    None,
+    /// Integer zero point per scale group (GPTQ/AWQ asymmetric): `w = s · (q - z)` with `q`, `z`
+    /// unsigned codes of the weight's width.
+    Integer,
+    /// Floating additive offset per scale group (GGUF `Q4_1`'s `m`): `w = s · q + m`, with `m` stored in
+    /// the scale's dtype.
+    FloatOffset,
+}
+
+/// Where rows of A and C come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Plain GEMM.
+    Dense,
+    /// Mixture-of-experts, vLLM `fused_moe` style: per-expert sorted token ids. Model only.
+    MoeIndexed,
+    /// Mixture-of-experts, DeepGEMM "contiguous": expert offsets `[E + 1]`. Model only.
+    MoeGroupedContiguous,
+    /// Mixture-of-experts, DeepGEMM "masked": per-expert counts `[E]`. Model only.
+    MoeGroupedMasked,
+}
+
+impl Layout {
+    /// Canonical spelling.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layout::Dense => "dense",
+            Layout::MoeIndexed => "moe_indexed",
+            Layout::MoeGroupedContiguous => "moe_grouped_contiguous",
+            Layout::MoeGroupedMasked => "moe_grouped_masked",
+        }
+    }
+}
+
+/// A function fused into the epilogue, applied to `C` after scales and bias, in f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// Identity.
+    None,
+    /// `max(x, 0)`.
+    Relu,
+    /// `x · sigmoid(x)` (SiLU / swish).
+    Silu,
+    /// `0.5 · x · (1 + erf(x / √2))`.
+    Gelu,
+    /// The tanh approximation of GELU.
+    GeluTanh,
+}
+
+impl Epilogue {
+    /// Canonical spelling.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Epilogue::None => "none",
+            Epilogue::Relu => "relu",
+            Epilogue::Silu => "silu",
+            Epilogue::Gelu => "gelu",
+            Epilogue::GeluTanh => "gelu_tanh",
+        }
+    }
+}
+
+/// A GPU architecture the kernel is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Arch {
+    /// Turing.
+    Sm75,
+    /// A100.
+    Sm80,
+    /// Consumer Ampere.
+    Sm86,
+    /// Ada.
+    Sm89,
+    /// Hopper without the arch-specific features.
+    Sm90,
+    /// Hopper with `wgmma` / `setmaxnreg` (H100, H200).
+    Sm90a,
+    /// Blackwell data centre.
+    Sm100a,
+    /// Blackwell consumer.
+    Sm120a,
+}
+
+impl Arch {
+    /// Every arch, in order.
+    pub const ALL: [Arch; 8] =
+        [Arch::Sm75, Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90, Arch::Sm90a, Arch::Sm100a, Arch::Sm120a];
+
+    /// Canonical spelling, e.g. `sm_90a`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::Sm75 => "sm_75",
+            Arch::Sm80 => "sm_80",
+            Arch::Sm86 => "sm_86",
+            Arch::Sm89 => "sm_89",
+            Arch::Sm90 => "sm_90",
+            Arch::Sm90a => "sm_90a",
+            Arch::Sm100a => "sm_100a",
+            Arch::Sm120a => "sm_120a",
+        }
+    }
+
+    /// Compute capability as `major * 10 + minor`.
+    pub const fn capability(self) -> u32 {
+        match self {
+            Arch::Sm75 => 75,
+            Arch::Sm80 => 80,
+            Arch::Sm86 => 86,
+            Arch::Sm89 => 89,
+            Arch::Sm90 | Arch::Sm90a => 90,
+            Arch::Sm100a => 100,
+            Arch::Sm120a => 120,
+        }
+    }
+
+    /// Parses `sm_80`, `sm_90a`, ...
+    pub fn parse(s: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    const fn bit(self) -> u16 {
+        1 << self as u16
+    }
+}
+
+/// A set of [`Arch`]es, kept as a bit set so that the descriptor stays `Copy` and `const`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ArchSet(pub u16);
+
+impl ArchSet {
+    /// The default targets: `sm_80` and `sm_90a`.
+    pub const DEFAULT: ArchSet = ArchSet(Arch::Sm80.bit() | Arch::Sm90a.bit());
+
+    /// Adds an arch; returns false if it was present.
+    pub fn insert(&mut self, a: Arch) -> bool {
+        let had = self.contains(a);
+        self.0 |= a.bit();
+        !had
+    }
+
+    /// Membership.
+    pub const fn contains(self, a: Arch) -> bool {
+        self.0 & a.bit() != 0
+    }
+
+    /// The archs in ascending order.
+    pub fn iter(self) -> impl Iterator<Item = Arch> {
+        Arch::ALL.into_iter().filter(move |a| self.contains(*a))
+    }
+
+    /// True if no arch is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The lowest arch, if any.
+    pub fn min(self) -> Option<Arch> {
+        self.iter().next()
+    }
+}
+
+/// One tile configuration of the tensor-core kernel.
+///
+/// A CTA computes a `block_m × block_n` tile of C, walking K in steps of `block_k`; each warp owns a
+/// `warp_m × warp_n × warp_k` sub-tile (warps along K are reduced through shared memory). `stages` is
+/// the depth of the `cp.async` shared-memory pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileConfig {
+    /// CTA tile rows (tokens).
+    pub block_m: u16,
+    /// CTA tile columns (output channels).
+    pub block_n: u16,
+    /// CTA tile depth per pipeline stage.
+    pub block_k: u16,
+    /// Warp tile rows.
+    pub warp_m: u16,
+    /// Warp tile columns.
+    pub warp_n: u16,
+    /// Warp tile depth.
+    pub warp_k: u16,
+    /// Shared-memory pipeline stages.
+    pub stages: u8,
+}
+
+impl TileConfig {
+    /// Threads per CTA.
+    pub const fn threads(&self) -> u32 {
+        (self.block_m / self.warp_m) as u32
+            * (self.block_n / self.warp_n) as u32
+            * (self.block_k / self.warp_k) as u32
+            * 32
+    }
+}
+
+impl fmt::Display for TileConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "b{}x{}x{}w{}x{}x{}s{}",
+            self.block_m, self.block_n, self.block_k, self.warp_m, self.warp_n, self.warp_k, self.stages
+        )
+    }
+}
+
+/// Maximum number of tile configurations per kernel.
+pub const MAX_TILES: usize = 8;
+
+/// A fixed-capacity list of tile configurations (plain data, `Copy`, usable in `const`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileList {
+    /// Number of valid entries.
+    pub len: u8,
+    /// Entries; those past `len` are ignored (and zeroed in canonical values).
+    pub items: [TileConfig; MAX_TILES],
+}
+
+impl TileList {
+    const ZERO: TileConfig =
+        TileConfig { block_m: 0, block_n: 0, block_k: 0, warp_m: 0, warp_n: 0, warp_k: 0, stages: 0 };
+    /// No configuration: the generator picks its defaults.
+    pub const EMPTY: TileList = TileList { len: 0, items: [Self::ZERO; MAX_TILES] };
+
+    /// The valid entries.
+    pub fn as_slice(&self) -> &[TileConfig] {
+        &self.items[..self.len as usize]
+    }
+
+    /// Appends; returns false when full.
+    pub fn push(&mut self, t: TileConfig) -> bool {
+        if (self.len as usize) < MAX_TILES {
+            self.items[self.len as usize] = t;
+            self.len += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The complete, canonical description of one quantized GEMM kernel.
+///
+/// Two specs that mean the same thing compare equal and have the same [`KernelSpec::hash`], whatever
+/// spelling or field order the declaration used. Build it with the `gemm!` macro (which validates it at
+/// compile time, with spans), or with [`crate::parse_kernel_str`] / [`crate::validate`] at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    /// Activation (A) element type.
+    pub a: DType,
+    /// Weight (B) element type.
+    pub b: DType,
+    /// Output (C) element type.
+    pub c: DType,
+    /// Primary weight scale.
+    pub scale: Scale,
+    /// Secondary weight scale (per channel or per tensor), multiplied in the epilogue. Model only.
+    pub scale2: Option<Scale>,
+    /// Zero point.
+    pub zero_point: ZeroPoint,
+    /// Whether a per-output-channel bias `[N]` (in C's dtype) is added.
+    pub bias: bool,
+    /// Row layout.
+    pub layout: Layout,
+    /// Function fused into the epilogue.
+    pub epilogue: Epilogue,
+    /// Compilation targets.
+    pub archs: ArchSet,
+    /// Fixed tile configurations; empty means "the generator's defaults".
+    pub tiles: TileList,
+}
+
+impl KernelSpec {
+    /// The canonical text of the descriptor. It is the input of [`KernelSpec::hash`], and a readable
+    /// one-line summary: `humming.gemm.v1 a=f16 b=u4 c=f16 scale=group128:f16 ...`.
+    pub fn canonical(&self) -> String {
+        let scale = |s: &Scale| match s.granularity {
+            ScaleGranularity::Channel => format!("channel:{}", s.dtype),
+            ScaleGranularity::Group { size } => format!("group{size}:{}", s.dtype),
+            ScaleGranularity::Block { n, k } => format!("block{n}x{k}:{}", s.dtype),
+            ScaleGranularity::Tensor => format!("tensor:{}", s.dtype),
+        };
+        let zp = match self.zero_point {
+            ZeroPoint::None => "none",
+            ZeroPoint::Integer => "int",
+            ZeroPoint::FloatOffset => "float",
+        };
+        let archs: Vec<&str> = self.archs.iter().map(Arch::name).collect();
+        let tiles: Vec<String> = self.tiles.as_slice().iter().map(|t| t.to_string()).collect();
+        format!(
+            "humming.gemm.v1 a={} b={} c={} scale={} scale2={} zero_point={} bias={} layout={} epilogue={} arch={} tiles={}",
+            self.a,
+            self.b,
+            self.c,
+            scale(&self.scale),
+            self.scale2.as_ref().map(scale).unwrap_or_else(|| "none".into()),
+            zp,
+            self.bias,
+            self.layout.name(),
+            self.epilogue.name(),
+            archs.join(","),
+            if tiles.is_empty() { "default".to_string() } else { tiles.join(",") },
+        )
+    }
+
+    /// SHA-256 of [`KernelSpec::canonical`].
+    pub fn hash(&self) -> [u8; 32] {
+        use sha2::Digest;
+        sha2::Sha256::digest(self.canonical().as_bytes()).into()
+    }
+
+    /// The first 128 bits of the hash in lower-case hex: names the generated files
+    /// (`<OUT_DIR>/humming/<hash_hex>.fatbin`).
+    pub fn hash_hex(&self) -> String {
+        hex(&self.hash()[..16])
+    }
+
+    /// Group size along K of the primary scale (`K` itself is not known here: channel scales give `None`).
+    pub const fn group_size(&self) -> Option<u32> {
+        match self.scale.granularity {
+            ScaleGranularity::Group { size } => Some(size),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for KernelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical())
+    }
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,799 @@
+//! Meaning of a declaration: from the span-carrying tree to a [`KernelSpec`], with every rule of the
+//! format matrix checked and each error pointing at the offending token.
+//!
+//! The rules follow the Humming reference design (dtype compatibility, scale and zero-point rules,
+//! tile-shape rules; see `ARCHITECTURE.md`). Two levels are checked:
+//! - the **model**: is this a meaningful quantized GEMM at all ([`check_model`]);
+//! - the **generator**: can this version of the code generator emit a kernel for it
+//!   ([`check_generator`]); e.g. FP8 activations are valid in the model but not generated yet.
+
+use crate::dtype::DType;
+use crate::model::*;
+use crate::parse::{Arg, Declaration, Value};
+use proc_macro2::Span;
+
+/// Collects errors so that all of them are reported at once (the serde `Ctxt` habit).
+#[derive(Default)]
+pub struct Errors {
+    list: Vec<syn::Error>,
+}
+
+impl Errors {
+    /// Records an error at `span`.
+    pub fn push(&mut self, span: Span, msg: impl std::fmt::Display) {
+        self.list.push(syn::Error::new(span, msg));
+    }
+
+    /// True if nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// All errors combined into one, or `Ok`.
+    pub fn finish(self) -> syn::Result<()> {
+        let mut it = self.list.into_iter();
+        match it.next() {
+            None => Ok(()),
+            Some(mut first) => {
+                for e in it {
+                    first.combine(e);
+                }
+                Err(first)
+            }
+        }
+    }
+}
+
+/// Where each part of a spec came from, for error spans. Parts not written by the user point at the
+/// kernel's name.
+#[derive(Clone, Debug)]
+pub struct SpecSpans {
+    /// The kernel name.
+    pub name: Span,
+    /// `a` value.
+    pub a: Span,
+    /// `b` value.
+    pub b: Span,
+    /// `c` value.
+    pub c: Span,
+    /// Scale granularity token (`group`, `channel`, ...).
+    pub scale: Span,
+    /// Scale dtype token.
+    pub scale_dtype: Span,
+    /// Group size literal.
+    pub group: Span,
+    /// Secondary scale.
+    pub scale2: Span,
+    /// Zero point.
+    pub zero_point: Span,
+    /// Layout.
+    pub layout: Span,
+    /// Each arch token.
+    pub archs: Vec<(Arch, Span)>,
+    /// Each tile.
+    pub tiles: Vec<Span>,
+}
+
+impl SpecSpans {
+    /// Every span at `s` (for specs built without source).
+    pub fn all(s: Span) -> SpecSpans {
+        SpecSpans {
+            name: s,
+            a: s,
+            b: s,
+            c: s,
+            scale: s,
+            scale_dtype: s,
+            group: s,
+            scale2: s,
+            zero_point: s,
+            layout: s,
+            archs: Vec::new(),
+            tiles: Vec::new(),
+        }
+    }
+}
+
+const FIELDS: &str = "a, b, c, scale, scale2, zero_point, bias, layout, epilogue, arch, tiles";
+
+/// Turns a parsed declaration into a spec, checking the model and the generator's rules.
+/// Returns every error found, combined.
+pub fn validate(decl: &Declaration) -> syn::Result<KernelSpec> {
+    let mut errs = Errors::default();
+    let (spec, spans) = interpret(decl, &mut errs);
+    if let Some(spec) = spec {
+        if errs.is_empty() {
+            check_model(&spec, &spans, &mut errs);
+        }
+        if errs.is_empty() {
+            check_generator(&spec, &spans, &mut errs);
+        }
+        errs.finish()?;
+        return Ok(spec);
+    }
+    errs.finish()?;
+    Err(syn::Error::new(decl.name.span(), "invalid kernel declaration"))
+}
+
+fn dtype_of(v: &Value, what: &str, errs: &mut Errors) -> Option<(DType, Span)> {
+    match v {
+        Value::Ident(i) => match DType::parse(&i.to_string()) {
+            Some(d) => Some((d, i.span())),
+            None => {
+                errs.push(
+                    i.span(),
+                    format!(
+                        "unknown {what} dtype `{i}`; expected f16, bf16, f32, uN/iN (N = 1..=8), eXmY (e4m3, e5m2, e2m1, ...) or ue8m0"
+                    ),
+                );
+                None
+            }
+        },
+        other => {
+            errs.push(other.span(), format!("expected a {what} dtype such as `f16` or `u4`, found {}", other.describe()));
+            None
+        }
+    }
+}
+
+fn int_of(v: &Value, what: &str, errs: &mut Errors) -> Option<(u32, Span)> {
+    match v {
+        Value::Int(l) => match l.base10_parse::<u32>() {
+            Ok(n) if l.suffix().is_empty() => Some((n, l.span())),
+            Ok(_) => {
+                errs.push(l.span(), format!("{what} takes a plain integer without a type suffix"));
+                None
+            }
+            Err(_) => {
+                errs.push(l.span(), format!("{what} must be an integer between 0 and {}", u32::MAX));
+                None
+            }
+        },
+        other => {
+            errs.push(other.span(), format!("{what} must be an integer, found {}", other.describe()));
+            None
+        }
+    }
+}
+
+fn ident_of<'a>(v: &'a Value, what: &str, allowed: &str, errs: &mut Errors) -> Option<&'a syn::Ident> {
+    match v {
+        Value::Ident(i) => Some(i),
+        other => {
+            errs.push(other.span(), format!("{what} must be one of {allowed}, found {}", other.describe()));
+            None
+        }
+    }
+}
+
+fn positional<'a>(args: &'a [Arg], call: &syn::Ident, errs: &mut Errors) -> Vec<&'a Value> {
+    let mut out = Vec::new();
+    for a in args {
+        match a {
+            Arg::Positional(v) => out.push(v),
+            Arg::Named(n, _) => errs.push(n.span(), format!("`{call}(..)` takes positional arguments only")),
+        }
+    }
+    out
+}
+
+fn parse_scale(v: &Value, a: Option<DType>, spans: &mut SpecSpans, errs: &mut Errors) -> Option<Scale> {
+    let allowed = "`channel(dtype)`, `group(G, dtype)`, `block(N, K, f32)` or `tensor(f32)`";
+    let default_dtype = a.filter(|d| d.is_16bit_float());
+    let (call, args) = match v {
+        Value::Call(c, args, _) => (c, args.as_slice()),
+        Value::Ident(i) => (i, &[][..]),
+        other => {
+            errs.push(other.span(), format!("expected a scale: {allowed}, found {}", other.describe()));
+            return None;
+        }
+    };
+    spans.scale = call.span();
+    spans.scale_dtype = call.span();
+    let pos = positional(args, call, errs);
+    let (nints, kind) = match call.to_string().as_str() {
+        "channel" => (0, 0),
+        "group" => (1, 1),
+        "block" => (2, 2),
+        "tensor" => (0, 3),
+        other => {
+            errs.push(call.span(), format!("unknown scale granularity `{other}`; expected {allowed}"));
+            return None;
+        }
+    };
+    if pos.len() < nints || pos.len() > nints + 1 {
+        let want = match kind {
+            0 => "`channel(f16)` (dtype optional)",
+            1 => "`group(128, f16)`: a group size and an optional dtype",
+            2 => "`block(128, 128, f32)`: N and K extents and an optional dtype",
+            _ => "`tensor(f32)` (dtype optional)",
+        };
+        errs.push(call.span(), format!("wrong number of arguments; expected {want}"));
+        return None;
+    }
+    let mut ints = Vec::new();
+    for v in &pos[..nints] {
+        let (n, s) = int_of(v, "a scale extent", errs)?;
+        ints.push((n, s));
+    }
+    let dtype = if let Some(v) = pos.get(nints) {
+        let (d, s) = dtype_of(v, "scale", errs)?;
+        spans.scale_dtype = s;
+        d
+    } else if kind >= 2 {
+        DType::F32
+    } else if let Some(d) = default_dtype {
+        d
+    } else {
+        errs.push(call.span(), "give the scale dtype explicitly, e.g. `channel(f32)`, when `a` is not f16 or bf16");
+        return None;
+    };
+    let granularity = match kind {
+        0 => ScaleGranularity::Channel,
+        1 => {
+            spans.group = ints[0].1;
+            ScaleGranularity::Group { size: ints[0].0 }
+        }
+        2 => {
+            spans.group = ints[1].1;
+            ScaleGranularity::Block { n: ints[0].0, k: ints[1].0 }
+        }
+        _ => ScaleGranularity::Tensor,
+    };
+    Some(Scale { dtype, granularity })
+}
+
+fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
+    let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S)`";
+    let Value::Call(call, args, _) = v else {
+        errs.push(v.span(), format!("expected {usage}, found {}", v.describe()));
+        return None;
+    };
+    if call != "tile" {
+        errs.push(call.span(), format!("expected {usage}"));
+        return None;
+    }
+    let (mut block, mut warp, mut stages) = (None, None, None);
+    let triple = |v: &Value, errs: &mut Errors| -> Option<[u16; 3]> {
+        let Value::Tuple(items, span) = v else {
+            errs.push(v.span(), format!("expected a tuple `(M, N, K)`, found {}", v.describe()));
+            return None;
+        };
+        if items.len() != 3 {
+            errs.push(*span, "expected three extents `(M, N, K)`");
+            return None;
+        }
+        let mut out = [0u16; 3];
+        for (o, it) in out.iter_mut().zip(items) {
+            let (n, s) = int_of(it, "a tile extent", errs)?;
+            match u16::try_from(n) {
+                Ok(n) if n > 0 => *o = n,
+                _ => {
+                    errs.push(s, "tile extents must be between 1 and 65535");
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    };
+    for a in args {
+        let Arg::Named(name, val) = a else {
+            errs.push(call.span(), format!("tile arguments are named: {usage}"));
+            return None;
+        };
+        let slot_dup = |set: bool, errs: &mut Errors| {
+            if set {
+                errs.push(name.span(), format!("duplicate tile argument `{name}`"));
+            }
+        };
+        match name.to_string().as_str() {
+            "block" => {
+                slot_dup(block.is_some(), errs);
+                block = Some(triple(val, errs)?);
+            }
+            "warp" => {
+                slot_dup(warp.is_some(), errs);
+                warp = Some(triple(val, errs)?);
+            }
+            "stages" => {
+                slot_dup(stages.is_some(), errs);
+                let (n, s) = int_of(val, "stages", errs)?;
+                match u8::try_from(n) {
+                    Ok(n) => stages = Some(n),
+                    Err(_) => {
+                        errs.push(s, "stages must be between 2 and 8");
+                        return None;
+                    }
+                }
+            }
+            other => {
+                errs.push(name.span(), format!("unknown tile argument `{other}`; expected block, warp or stages"));
+                return None;
+            }
+        }
+    }
+    let Some(block) = block else {
+        errs.push(call.span(), format!("missing `block = (M, N, K)` in {usage}"));
+        return None;
+    };
+    let warp = warp.unwrap_or([block[0], 64, 64]);
+    Some(TileConfig {
+        block_m: block[0],
+        block_n: block[1],
+        block_k: block[2],
+        warp_m: warp[0],
+        warp_n: warp[1],
+        warp_k: warp[2],
+        stages: stages.unwrap_or(4),
+    })
+}
+
+/// Reads the fields of a declaration into a spec (without checking the rules between fields).
+/// Returns `None` when a required part is missing or unreadable; errors go into `errs`.
+pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, SpecSpans) {
+    let mut spans = SpecSpans::all(decl.name.span());
+    let mut seen: Vec<String> = Vec::new();
+    let (mut a, mut b, mut c) = (None, None, None);
+    let mut scale_v = None;
+    let mut scale2_v = None;
+    let mut zero_point = ZeroPoint::None;
+    let mut bias = false;
+    let mut layout = Layout::Dense;
+    let mut epilogue = Epilogue::None;
+    let mut archs = ArchSet::default();
+    let mut tiles = TileList::EMPTY;
+    let mut broken = false;
+
+    for attr in &decl.attrs {
+        if !attr.path().is_ident("doc") && !attr.path().is_ident("allow") && !attr.path().is_ident("cfg") {
+            errs.push(
+                attr.path().get_ident().map(|i| i.span()).unwrap_or(decl.name.span()),
+                "only doc comments, `#[allow]` and `#[cfg]` may be put on a kernel",
+            );
+        }
+    }
+
+    for f in &decl.fields {
+        let key = f.key.to_string();
+        if seen.contains(&key) {
+            errs.push(f.key.span(), format!("duplicate field `{key}`"));
+            continue;
+        }
+        seen.push(key.clone());
+        let v = &f.value;
+        match key.as_str() {
+            "a" => match dtype_of(v, "activation", errs) {
+                Some((d, s)) => {
+                    a = Some(d);
+                    spans.a = s;
+                }
+                None => broken = true,
+            },
+            "b" => match dtype_of(v, "weight", errs) {
+                Some((d, s)) => {
+                    b = Some(d);
+                    spans.b = s;
+                }
+                None => broken = true,
+            },
+            "c" => match dtype_of(v, "output", errs) {
+                Some((d, s)) => {
+                    c = Some(d);
+                    spans.c = s;
+                }
+                None => broken = true,
+            },
+            "scale" => scale_v = Some(v),
+            "scale2" => scale2_v = Some(v),
+            "zero_point" => {
+                if let Some(i) = ident_of(v, "zero_point", "`none`, `int` or `float`", errs) {
+                    spans.zero_point = i.span();
+                    zero_point = match i.to_string().as_str() {
+                        "none" => ZeroPoint::None,
+                        "int" => ZeroPoint::Integer,
+                        "float" => ZeroPoint::FloatOffset,
+                        other => {
+                            errs.push(i.span(), format!("unknown zero point `{other}`; expected `none`, `int` (GPTQ/AWQ integer zero point) or `float` (GGUF Q4_1-style additive offset)"));
+                            ZeroPoint::None
+                        }
+                    };
+                }
+            }
+            "bias" => match v {
+                Value::Bool(lb) => bias = lb.value,
+                other => errs.push(other.span(), format!("bias must be `true` or `false`, found {}", other.describe())),
+            },
+            "layout" => {
+                if let Some(i) = ident_of(v, "layout", "dense, moe_indexed, moe_grouped_contiguous, moe_grouped_masked", errs) {
+                    spans.layout = i.span();
+                    layout = match i.to_string().as_str() {
+                        "dense" => Layout::Dense,
+                        "moe_indexed" => Layout::MoeIndexed,
+                        "moe_grouped_contiguous" => Layout::MoeGroupedContiguous,
+                        "moe_grouped_masked" => Layout::MoeGroupedMasked,
+                        other => {
+                            errs.push(i.span(), format!("unknown layout `{other}`; expected dense, moe_indexed, moe_grouped_contiguous or moe_grouped_masked"));
+                            Layout::Dense
+                        }
+                    };
+                }
+            }
+            "epilogue" => {
+                if let Some(i) = ident_of(v, "epilogue", "none, relu, silu, gelu, gelu_tanh", errs) {
+                    epilogue = match i.to_string().as_str() {
+                        "none" => Epilogue::None,
+                        "relu" => Epilogue::Relu,
+                        "silu" => Epilogue::Silu,
+                        "gelu" => Epilogue::Gelu,
+                        "gelu_tanh" => Epilogue::GeluTanh,
+                        other => {
+                            errs.push(i.span(), format!("unknown epilogue `{other}`; expected none, relu, silu, gelu or gelu_tanh"));
+                            Epilogue::None
+                        }
+                    };
+                }
+            }
+            "arch" => {
+                let items: Vec<&Value> = match v {
+                    Value::List(items, _) => items.iter().collect(),
+                    other => vec![other],
+                };
+                if items.is_empty() {
+                    errs.push(v.span(), "arch list is empty; name at least one target such as `sm_90a`");
+                }
+                for it in items {
+                    let Some(i) = ident_of(it, "an arch", "sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120a", errs) else {
+                        continue;
+                    };
+                    match Arch::parse(&i.to_string()) {
+                        Some(arch) => {
+                            if !archs.insert(arch) {
+                                errs.push(i.span(), format!("duplicate arch `{i}`"));
+                            }
+                            spans.archs.push((arch, i.span()));
+                        }
+                        None => errs.push(
+                            i.span(),
+                            format!("unknown arch `{i}`; expected sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a or sm_120a"),
+                        ),
+                    }
+                }
+            }
+            "tiles" => {
+                let items: Vec<&Value> = match v {
+                    Value::List(items, _) => items.iter().collect(),
+                    other => vec![other],
+                };
+                if items.len() > MAX_TILES {
+                    errs.push(v.span(), format!("at most {MAX_TILES} tile configurations per kernel"));
+                }
+                for it in items {
+                    if let Some(t) = parse_tile(it, errs) {
+                        if tiles.as_slice().contains(&t) {
+                            errs.push(it.span(), "duplicate tile configuration");
+                        } else if tiles.push(t) {
+                            spans.tiles.push(it.span());
+                        }
+                    }
+                }
+            }
+            other => {
+                errs.push(f.key.span(), format!("unknown field `{other}`; expected one of: {FIELDS}"));
+            }
+        }
+    }
+
+    if a.is_none() && !seen.iter().any(|k| k == "a") {
+        errs.push(decl.name.span(), "missing field `a` (the activation dtype: `a: f16` or `a: bf16`)");
+    }
+    if b.is_none() && !seen.iter().any(|k| k == "b") {
+        errs.push(decl.name.span(), "missing field `b` (the weight dtype, e.g. `b: u4`)");
+    }
+    let scale = match scale_v {
+        Some(v) => parse_scale(v, a, &mut spans, errs),
+        None => a.filter(|d| d.is_16bit_float()).map(|d| Scale { dtype: d, granularity: ScaleGranularity::Channel }),
+    };
+    let scale2 = match scale2_v {
+        Some(v) => {
+            let mut s2 = spans.clone();
+            let r = parse_scale(v, a, &mut s2, errs);
+            spans.scale2 = s2.scale;
+            r.map(Some)
+        }
+        None => Some(None),
+    };
+    if archs.is_empty() {
+        archs = ArchSet::DEFAULT;
+    }
+    let (Some(a), Some(b), false) = (a, b, broken) else { return (None, spans) };
+    let c = match c {
+        Some(c) => c,
+        None if a.is_16bit_float() => a,
+        None => {
+            errs.push(decl.name.span(), "missing field `c` (the output dtype, f16 or bf16); it defaults to `a` only when `a` is f16 or bf16");
+            return (None, spans);
+        }
+    };
+    let Some(scale) = scale else {
+        if scale_v.is_none() {
+            errs.push(decl.name.span(), "missing field `scale`, e.g. `scale: group(128, f32)`");
+        }
+        return (None, spans);
+    };
+    let Some(scale2) = scale2 else { return (None, spans) };
+    (Some(KernelSpec { a, b, c, scale, scale2, zero_point, bias, layout, epilogue, archs, tiles }), spans)
+}
+
+/// Minimum arch an activation dtype needs (tensor-core support for the MMA operand type).
+pub fn min_arch_for(a: DType) -> Option<Arch> {
+    match a {
+        DType::F16 | DType::SInt { bits: 8 } => Some(Arch::Sm75),
+        DType::BF16 | DType::SInt { bits: 4 } => Some(Arch::Sm80),
+        DType::Float { exp: 4, man: 3 } | DType::Float { exp: 5, man: 2 } => Some(Arch::Sm89),
+        DType::Float { exp: 2, man: 1 } => Some(Arch::Sm100a),
+        _ => None,
+    }
+}
+
+/// The type the weights are dequantized into before the MMA (for 16-bit and integer activations: A's
+/// type; FP8 activations: A's type).
+fn mma_b(a: DType) -> DType {
+    a
+}
+
+/// The model's rules: is this a meaningful quantized GEMM? (Independent of what the generator emits.)
+pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
+    let (a, b, c) = (spec.a, spec.b, spec.c);
+    // Activation.
+    let a_ok = matches!(a, DType::F16 | DType::BF16 | DType::SInt { bits: 8 | 4 })
+        || a == DType::E4M3
+        || a == DType::E5M2
+        || a == DType::E2M1;
+    if !a_ok {
+        errs.push(sp.a, format!("`{a}` is not an activation dtype; expected f16, bf16, e4m3, e5m2, e2m1, i8 or i4"));
+        return;
+    }
+    // Output.
+    if !c.is_16bit_float() {
+        errs.push(sp.c, format!("output dtype `{c}` is not supported; expected f16 or bf16"));
+    } else if a.is_16bit_float() && c != a {
+        errs.push(sp.c, format!("with 16-bit activations the output dtype must equal `a` ({a}); found `{c}`"));
+    } else if a == DType::E5M2 && c != DType::BF16 {
+        errs.push(sp.c, "e5m2 activations need a bf16 output");
+    }
+    // Weight.
+    match b {
+        DType::UInt { bits } | DType::SInt { bits } if !(1..=8).contains(&bits) => {
+            errs.push(sp.b, format!("weight width {bits} bits is outside 1..=8; use u1..u8 or i1..i8"));
+            return;
+        }
+        DType::SInt { bits: 1 } => {
+            errs.push(sp.b, "a signed 1-bit weight has no positive value; use `u1`, or `e0m1` for the ternary-free sign form");
+            return;
+        }
+        DType::UE8M0 => {
+            errs.push(sp.b, "`ue8m0` is a scale-only type (it has no sign and no mantissa); it cannot be a weight");
+            return;
+        }
+        DType::F16 | DType::BF16 | DType::F32 => {
+            errs.push(sp.b, format!("`{b}` weights are not quantized; use a weight of at most 8 bits (u4, i8, e4m3, e2m1, ...)"));
+            return;
+        }
+        _ => {}
+    }
+    if b.bits() > a.bits() {
+        errs.push(sp.b, format!("weight width {} bits exceeds the activation width {} bits", b.bits(), a.bits()));
+    }
+    let mma = mma_b(a);
+    if a.is_float() {
+        match b {
+            DType::UInt { bits } | DType::SInt { bits } => {
+                let room = mma.mantissa_bits() + if spec.zero_point == ZeroPoint::Integer { 1 } else { 2 };
+                if bits as u32 > room {
+                    errs.push(sp.b, format!("{bits}-bit integer weights do not fit exactly in `{a}` (at most {room} bits{})", if spec.zero_point == ZeroPoint::Integer { " with a zero point" } else { "" }));
+                }
+            }
+            DType::Float { exp, man } => {
+                let fits = if exp == 0 {
+                    man as u32 <= mma.mantissa_bits() + 1
+                } else {
+                    exp as u32 <= mma.exponent_bits() && man as u32 <= mma.mantissa_bits()
+                };
+                if !fits {
+                    errs.push(sp.b, format!("`{b}` weights do not convert exactly to `{a}` (exponent or mantissa too wide)"));
+                }
+            }
+            _ => {}
+        }
+    } else if let DType::Float { exp, .. } = b {
+        if !(exp == 0 && a == DType::SInt { bits: 8 } && b.bits() < 8) && !(b == DType::E2M1 && spec.scale.dtype == DType::UE8M0) {
+            errs.push(sp.b, format!("float weights `{b}` need float activations (or e0mY weights with i8 activations, or MXFP4 with ue8m0 scales)"));
+        }
+    }
+    // Zero point.
+    match spec.zero_point {
+        ZeroPoint::None => {}
+        ZeroPoint::Integer => {
+            if b.is_float() {
+                errs.push(sp.zero_point, format!("a zero point needs integer weights; `{b}` is a float type (drop `zero_point`)"));
+            } else if b.is_signed() {
+                errs.push(sp.zero_point, format!("an integer zero point needs unsigned codes; use `u{}` instead of `{b}`", b.bits()));
+            } else if a.is_integer() && b.bits() >= a.bits() {
+                errs.push(sp.zero_point, format!("with `{a}` activations a zero point needs weights narrower than {} bits", a.bits()));
+            }
+            if !matches!(spec.scale.granularity, ScaleGranularity::Channel | ScaleGranularity::Group { .. }) {
+                errs.push(sp.zero_point, "a zero point needs a channel or group scale (it shares the scale's groups)");
+            }
+        }
+        ZeroPoint::FloatOffset => {
+            if !a.is_16bit_float() {
+                errs.push(sp.zero_point, "a float zero point (additive offset) needs f16 or bf16 activations");
+            } else if !(matches!(b, DType::UInt { .. }) || matches!(b, DType::Float { exp: 0, .. })) {
+                errs.push(sp.zero_point, format!("a float zero point needs unsigned integer codes (e.g. `u4`); found `{b}`"));
+            }
+            if !matches!(spec.scale.granularity, ScaleGranularity::Channel | ScaleGranularity::Group { .. }) {
+                errs.push(sp.zero_point, "a float zero point needs a channel or group scale (it shares the scale's groups)");
+            }
+        }
+    }
+    // Scale.
+    let sd = spec.scale.dtype;
+    let min_group = 256 / a.bits();
+    match spec.scale.granularity {
+        ScaleGranularity::Channel | ScaleGranularity::Group { .. } => {
+            let ok = matches!(sd, DType::F16 | DType::BF16 | DType::UE8M0) || sd == DType::E4M3 || sd == DType::E5M2
+                || (sd == DType::F32 && !a.is_16bit_float());
+            if !ok {
+                errs.push(sp.scale_dtype, format!("scale dtype `{sd}` is not allowed here; expected f16, bf16, e4m3, e5m2 or ue8m0 (f32 only with 8/4-bit activations)"));
+            } else if a.is_16bit_float() && sd.is_16bit_float() && sd != a {
+                errs.push(sp.scale_dtype, format!("a 16-bit scale must have the activation's dtype `{a}`; found `{sd}`"));
+            } else if sd == DType::UE8M0 && !matches!(spec.scale.granularity, ScaleGranularity::Group { .. }) {
+                errs.push(sp.scale_dtype, "ue8m0 scales are per group (MX block scaling), e.g. `group(32, ue8m0)`");
+            }
+            if let ScaleGranularity::Group { size } = spec.scale.granularity {
+                if !size.is_power_of_two() {
+                    errs.push(sp.group, format!("group size {size} is not a power of two; use e.g. 32, 64 or 128"));
+                } else if size < min_group {
+                    errs.push(sp.group, format!("group size {size} is below the minimum {min_group} for {}-bit activations (one MMA K step)", a.bits()));
+                }
+            }
+        }
+        ScaleGranularity::Block { n, k } => {
+            if sd != DType::F32 {
+                errs.push(sp.scale_dtype, format!("block scales are f32; found `{sd}`"));
+            }
+            if !n.is_power_of_two() || n < 64 {
+                errs.push(sp.scale, format!("block scale N extent {n} must be a power of two of at least 64"));
+            }
+            if !k.is_power_of_two() || k < min_group {
+                errs.push(sp.group, format!("block scale K extent {k} must be a power of two of at least {min_group}"));
+            }
+        }
+        ScaleGranularity::Tensor => {
+            if sd != DType::F32 {
+                errs.push(sp.scale_dtype, format!("a tensor scale is f32; found `{sd}`"));
+            }
+        }
+    }
+    if let Some(s2) = spec.scale2 {
+        let ok = match (spec.scale.granularity, s2.granularity) {
+            (ScaleGranularity::Group { .. }, ScaleGranularity::Channel | ScaleGranularity::Tensor) => true,
+            (ScaleGranularity::Channel, ScaleGranularity::Tensor) => true,
+            _ => false,
+        };
+        if !ok {
+            errs.push(sp.scale2, "a secondary scale is per channel or per tensor, on top of a group scale (or per tensor on top of a channel scale)");
+        } else if s2.dtype != DType::F32 {
+            errs.push(sp.scale2, format!("a secondary scale is f32; found `{}`", s2.dtype));
+        }
+    }
+    // Arch.
+    if let Some(need) = min_arch_for(a) {
+        for (arch, span) in &sp.archs {
+            if arch.capability() < need.capability() {
+                errs.push(*span, format!("`{a}` activations need {} or newer; `{}` is too old", need.name(), arch.name()));
+            }
+        }
+        if sp.archs.is_empty() {
+            for arch in spec.archs.iter() {
+                if arch.capability() < need.capability() {
+                    errs.push(sp.a, format!("`{a}` activations need {} or newer, but the default targets include {}; set `arch: [..]`", need.name(), arch.name()));
+                }
+            }
+        }
+    }
+    // Tiles.
+    for (i, t) in spec.tiles.as_slice().iter().enumerate() {
+        let span = sp.tiles.get(i).copied().unwrap_or(sp.name);
+        check_tile(t, a, span, errs);
+    }
+}
+
+fn check_tile(t: &TileConfig, a: DType, span: Span, errs: &mut Errors) {
+    let dims = [(t.block_m, t.warp_m, "M"), (t.block_n, t.warp_n, "N"), (t.block_k, t.warp_k, "K")];
+    for (b, w, name) in dims {
+        if b % w != 0 {
+            errs.push(span, format!("block {name} ({b}) must be a multiple of warp {name} ({w})"));
+            return;
+        }
+        if !(b / w).is_power_of_two() {
+            errs.push(span, format!("block {name} / warp {name} = {} must be a power of two", b / w));
+        }
+    }
+    for (v, name) in [(t.block_n, "block N"), (t.block_k, "block K"), (t.warp_n, "warp N"), (t.warp_k, "warp K")] {
+        if !v.is_power_of_two() {
+            errs.push(span, format!("{name} ({v}) must be a power of two"));
+        }
+    }
+    if t.warp_n % 16 != 0 || t.warp_n > 64 {
+        errs.push(span, format!("warp N ({}) must be a multiple of 16 and at most 64", t.warp_n));
+    }
+    let (min_n, min_k) = match a.bits() {
+        16 => (32, 32),
+        8 => (16, 64),
+        _ => (16, 128),
+    };
+    if t.warp_n < min_n || t.warp_k < min_k {
+        errs.push(span, format!("with {}-bit activations the warp tile needs N >= {min_n} and K >= {min_k}; found N = {}, K = {}", a.bits(), t.warp_n, t.warp_k));
+    }
+    if t.block_m > 256 {
+        errs.push(span, format!("block M ({}) must be at most 256", t.block_m));
+    }
+    if t.warp_m % 8 != 0 {
+        errs.push(span, format!("warp M ({}) must be a multiple of 8", t.warp_m));
+    }
+    if (t.block_k as u32) * a.bits() < 512 {
+        errs.push(span, format!("block K ({}) x {} bits must be at least 512 bits (64-byte rows of A)", t.block_k, a.bits()));
+    }
+    if t.threads() > 1024 {
+        errs.push(span, format!("this tile needs {} threads per CTA; at most 1024", t.threads()));
+    }
+    if !(2..=8).contains(&t.stages) {
+        errs.push(span, format!("stages ({}) must be between 2 and 8", t.stages));
+    }
+}
+
+/// What this version of the code generator can emit: f16/bf16 activations, integer weights of 1..=8
+/// bits, channel or group scales in A's dtype, any zero point, dense layout, sm_80 and newer, and
+/// tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M a multiple of 16 up to 64).
+pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
+    if !spec.a.is_16bit_float() {
+        errs.push(sp.a, format!("kernels for `{}` activations are not generated yet (this version generates f16 and bf16 activations)", spec.a));
+        return;
+    }
+    if !spec.b.is_integer() {
+        errs.push(sp.b, format!("kernels for `{}` weights are not generated yet (this version generates integer weights u1..u8, i2..i8)", spec.b));
+    }
+    if !matches!(spec.scale.granularity, ScaleGranularity::Channel | ScaleGranularity::Group { .. }) {
+        errs.push(sp.scale, "block and tensor scales are not generated yet (this version generates channel and group scales)");
+    } else if spec.scale.dtype != spec.a {
+        errs.push(sp.scale_dtype, format!("scales of dtype `{}` are not generated yet (this version needs the activation dtype `{}`)", spec.scale.dtype, spec.a));
+    }
+    if spec.scale2.is_some() {
+        errs.push(sp.scale2, "secondary scales are not generated yet");
+    }
+    if spec.layout != Layout::Dense {
+        errs.push(sp.layout, format!("the `{}` layout is not generated yet (this version generates `dense`)", spec.layout.name()));
+    }
+    for (arch, span) in &sp.archs {
+        if arch.capability() < 80 {
+            errs.push(*span, format!("the generated kernel needs sm_80 or newer (cp.async, bf16 MMA); `{}` is not supported", arch.name()));
+        }
+    }
+    for (i, t) in spec.tiles.as_slice().iter().enumerate() {
+        let span = sp.tiles.get(i).copied().unwrap_or(sp.name);
+        if t.warp_n != 64 || t.warp_k != 64 {
+            errs.push(span, format!("the mma.sync kernel uses warp tiles of N = 64 and K = 64; found N = {}, K = {}", t.warp_n, t.warp_k));
+        }
+        if t.warp_m % 16 != 0 || t.warp_m > 64 {
+            errs.push(span, format!("the mma.sync kernel needs warp M in 16, 32, 48, 64; found {}", t.warp_m));
+        }
+        if t.stages > 6 {
+            errs.push(span, format!("the mma.sync kernel supports 2 to 6 stages; found {}", t.stages));
+        }
+        let smem = crate::codegen::smem_bytes(spec, t);
+        if smem > 227 * 1024 {
+            errs.push(span, format!("this tile needs {smem} bytes of shared memory; at most 232448 (227 KiB)"));
+        }
+    }
+}
