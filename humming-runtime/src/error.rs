@@ -12,7 +12,9 @@ pub enum Error {
         msg: String,
     },
     /// No CUDA driver (`libcuda.so`) could be loaded on this machine.
-    #[error("no CUDA driver: libcuda.so could not be loaded (is an NVIDIA GPU and driver present?)")]
+    #[error(
+        "no CUDA driver: libcuda.so could not be loaded (is an NVIDIA GPU and driver present?)"
+    )]
     NoCudaDriver,
     /// The CUDA driver reported an error.
     #[error("CUDA driver error in {context}: {source}")]
@@ -32,7 +34,9 @@ pub enum Error {
         msg: String,
     },
     /// The kernel's image does not run on this device.
-    #[error("kernel {kernel} is not built for this device (compute capability {capability}); declared targets: {archs}")]
+    #[error(
+        "kernel {kernel} is not built for this device (compute capability {capability}); declared targets: {archs}"
+    )]
     UnsupportedDevice {
         /// Kernel name.
         kernel: String,
@@ -56,5 +60,8 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 pub(crate) fn invalid(arg: &'static str, msg: impl Into<String>) -> Error {
-    Error::InvalidArgument { arg, msg: msg.into() }
+    Error::InvalidArgument {
+        arg,
+        msg: msg.into(),
+    }
 }

@@ -5,7 +5,17 @@ use humming_spec::{DType, KernelSpec};
 /// An element type of A or C: `half::f16` or `half::bf16`.
 ///
 /// Sealed: the kernels exist for these two types only.
-pub trait Element: Copy + Send + Sync + Default + std::fmt::Debug + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + 'static + private::Sealed {
+pub trait Element:
+    Copy
+    + Send
+    + Sync
+    + Default
+    + std::fmt::Debug
+    + cudarc::driver::DeviceRepr
+    + cudarc::driver::ValidAsZeroBits
+    + 'static
+    + private::Sealed
+{
     /// The matching dtype of the model.
     const DTYPE: DType;
     /// Converts from f32, rounding to nearest even.

@@ -3,10 +3,16 @@
 
 #![warn(missing_docs)]
 
+pub mod cuda;
 pub mod error;
 pub mod kernel;
+pub mod pack;
 pub mod quant;
+pub mod reference;
 
 pub use error::{Error, Result};
-pub use kernel::{Element, GemmKernel};
 pub use humming_spec as spec;
+pub use kernel::{Element, GemmKernel};
+pub use pack::PackedWeights;
+pub use quant::{QuantizedWeights, ZeroPoints};
+pub use reference::{reference_gemm, reference_gemm_elements, relative_error};

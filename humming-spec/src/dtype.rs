@@ -135,7 +135,9 @@ impl DType {
                 (5, 10) => Some(DType::F16),
                 (8, 7) => Some(DType::BF16),
                 (8, 23) => Some(DType::F32),
-                _ if 1 + exp as u32 + man as u32 <= 8 && man + exp > 0 => Some(DType::Float { exp, man }),
+                _ if 1 + exp as u32 + man as u32 <= 8 && man + exp > 0 => {
+                    Some(DType::Float { exp, man })
+                }
                 _ => None,
             };
         }
@@ -147,7 +149,11 @@ impl DType {
     pub const fn id(self) -> u32 {
         let kind = if self.is_integer() { 1 } else { 2 };
         let signed = if self.is_signed() { 1 } else { 0 };
-        let (e, m) = if self.is_integer() { (0, 0) } else { (self.exponent_bits(), self.mantissa_bits()) };
+        let (e, m) = if self.is_integer() {
+            (0, 0)
+        } else {
+            (self.exponent_bits(), self.mantissa_bits())
+        };
         kind * 10_000_000 + signed * 1_000_000 + self.bits() * 10_000 + e * 100 + m
     }
 }
@@ -183,7 +189,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for s in ["", "u", "i", "e4", "e9m9", "e4m4", "x8", "u1000", "e0m0", "u-1", "f8", "emm"] {
+        for s in [
+            "", "u", "i", "e4", "e9m9", "e4m4", "x8", "u1000", "e0m0", "u-1", "f8", "emm",
+        ] {
             assert_eq!(DType::parse(s), None, "{s}");
         }
     }

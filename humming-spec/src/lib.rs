@@ -17,6 +17,7 @@ pub mod codegen;
 pub mod dtype;
 pub mod model;
 pub mod parse;
+pub mod tokens;
 pub mod validate;
 
 pub use dtype::DType;
@@ -57,7 +58,12 @@ pub fn parse_kernel_str(fields: &str) -> Result<KernelSpec, String> {
     let tokens: TokenStream = src.parse().map_err(|e| format!("{e}"))?;
     let mut kernels = parse_kernels(tokens).map_err(|e| e.to_string())?;
     match kernels.pop() {
-        Some(k) if kernels.is_empty() => k.spec.map_err(|e| e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")),
+        Some(k) if kernels.is_empty() => k.spec.map_err(|e| {
+            e.into_iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        }),
         _ => Err("expected exactly one kernel".into()),
     }
 }

@@ -128,8 +128,16 @@ pub enum Arch {
 
 impl Arch {
     /// Every arch, in order.
-    pub const ALL: [Arch; 8] =
-        [Arch::Sm75, Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90, Arch::Sm90a, Arch::Sm100a, Arch::Sm120a];
+    pub const ALL: [Arch; 8] = [
+        Arch::Sm75,
+        Arch::Sm80,
+        Arch::Sm86,
+        Arch::Sm89,
+        Arch::Sm90,
+        Arch::Sm90a,
+        Arch::Sm100a,
+        Arch::Sm120a,
+    ];
 
     /// Canonical spelling, e.g. `sm_90a`.
     pub const fn name(self) -> &'static str {
@@ -242,7 +250,13 @@ impl fmt::Display for TileConfig {
         write!(
             f,
             "b{}x{}x{}w{}x{}x{}s{}",
-            self.block_m, self.block_n, self.block_k, self.warp_m, self.warp_n, self.warp_k, self.stages
+            self.block_m,
+            self.block_n,
+            self.block_k,
+            self.warp_m,
+            self.warp_n,
+            self.warp_k,
+            self.stages
         )
     }
 }
@@ -260,10 +274,20 @@ pub struct TileList {
 }
 
 impl TileList {
-    const ZERO: TileConfig =
-        TileConfig { block_m: 0, block_n: 0, block_k: 0, warp_m: 0, warp_n: 0, warp_k: 0, stages: 0 };
+    const ZERO: TileConfig = TileConfig {
+        block_m: 0,
+        block_n: 0,
+        block_k: 0,
+        warp_m: 0,
+        warp_n: 0,
+        warp_k: 0,
+        stages: 0,
+    };
     /// No configuration: the generator picks its defaults.
-    pub const EMPTY: TileList = TileList { len: 0, items: [Self::ZERO; MAX_TILES] };
+    pub const EMPTY: TileList = TileList {
+        len: 0,
+        items: [Self::ZERO; MAX_TILES],
+    };
 
     /// The valid entries.
     pub fn as_slice(&self) -> &[TileConfig] {
@@ -329,20 +353,32 @@ impl KernelSpec {
             ZeroPoint::FloatOffset => "float",
         };
         let archs: Vec<&str> = self.archs.iter().map(Arch::name).collect();
-        let tiles: Vec<String> = self.tiles.as_slice().iter().map(|t| t.to_string()).collect();
+        let tiles: Vec<String> = self
+            .tiles
+            .as_slice()
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
         format!(
             "humming.gemm.v1 a={} b={} c={} scale={} scale2={} zero_point={} bias={} layout={} epilogue={} arch={} tiles={}",
             self.a,
             self.b,
             self.c,
             scale(&self.scale),
-            self.scale2.as_ref().map(scale).unwrap_or_else(|| "none".into()),
+            self.scale2
+                .as_ref()
+                .map(scale)
+                .unwrap_or_else(|| "none".into()),
             zp,
             self.bias,
             self.layout.name(),
             self.epilogue.name(),
             archs.join(","),
-            if tiles.is_empty() { "default".to_string() } else { tiles.join(",") },
+            if tiles.is_empty() {
+                "default".to_string()
+            } else {
+                tiles.join(",")
+            },
         )
     }
 

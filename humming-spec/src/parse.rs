@@ -23,9 +23,9 @@
 //! never a panic. Meaning is checked by [`crate::validate`].
 
 use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::ext::IdentExt;
 use syn::{Attribute, Ident, LitBool, LitInt, Token, Visibility, braced, bracketed, parenthesized};
 
 mod kw {
@@ -146,8 +146,15 @@ impl Parse for Declaration {
         let name: Ident = input.parse()?;
         let content;
         let brace = braced!(content in input);
-        let fields: Punctuated<Field, Token![,]> = content.parse_terminated(Field::parse, Token![,])?;
-        Ok(Declaration { attrs, vis, name, fields: fields.into_iter().collect(), close_span: brace.span.close() })
+        let fields: Punctuated<Field, Token![,]> =
+            content.parse_terminated(Field::parse, Token![,])?;
+        Ok(Declaration {
+            attrs,
+            vis,
+            name,
+            fields: fields.into_iter().collect(),
+            close_span: brace.span.close(),
+        })
     }
 }
 
@@ -165,13 +172,15 @@ impl Parse for Value {
         if input.peek(syn::token::Bracket) {
             let content;
             let b = bracketed!(content in input);
-            let items: Punctuated<Value, Token![,]> = content.parse_terminated(Value::parse, Token![,])?;
+            let items: Punctuated<Value, Token![,]> =
+                content.parse_terminated(Value::parse, Token![,])?;
             return Ok(Value::List(items.into_iter().collect(), b.span.join()));
         }
         if input.peek(syn::token::Paren) {
             let content;
             let p = parenthesized!(content in input);
-            let items: Punctuated<Value, Token![,]> = content.parse_terminated(Value::parse, Token![,])?;
+            let items: Punctuated<Value, Token![,]> =
+                content.parse_terminated(Value::parse, Token![,])?;
             return Ok(Value::Tuple(items.into_iter().collect(), p.span.join()));
         }
         if input.peek(LitInt) {
@@ -185,8 +194,13 @@ impl Parse for Value {
             if input.peek(syn::token::Paren) {
                 let content;
                 let p = parenthesized!(content in input);
-                let args: Punctuated<Arg, Token![,]> = content.parse_terminated(Arg::parse, Token![,])?;
-                return Ok(Value::Call(ident, args.into_iter().collect(), p.span.join()));
+                let args: Punctuated<Arg, Token![,]> =
+                    content.parse_terminated(Arg::parse, Token![,])?;
+                return Ok(Value::Call(
+                    ident,
+                    args.into_iter().collect(),
+                    p.span.join(),
+                ));
             }
             return Ok(Value::Ident(ident));
         }

@@ -71,7 +71,20 @@ pub struct SpecSpans {
     /// Each arch token.
     pub archs: Vec<(Arch, Span)>,
     /// Each tile.
-    pub tiles: Vec<Span>,
+    pub tiles: Vec<TileSpans>,
+}
+
+/// Where the parts of one tile configuration came from. Parts not written point at the `tile` name.
+#[derive(Clone, Copy, Debug)]
+pub struct TileSpans {
+    /// The `tile` name, for errors about the tile as a whole.
+    pub tile: Span,
+    /// The extents of `block = (M, N, K)`.
+    pub block: [Span; 3],
+    /// The extents of `warp = (M, N, K)`.
+    pub warp: [Span; 3],
+    /// The `stages` value.
+    pub stages: Span,
 }
 
 impl SpecSpans {
@@ -112,7 +125,10 @@ pub fn validate(decl: &Declaration) -> syn::Result<KernelSpec> {
         return Ok(spec);
     }
     errs.finish()?;
-    Err(syn::Error::new(decl.name.span(), "invalid kernel declaration"))
+    Err(syn::Error::new(
+        decl.name.span(),
+        "invalid kernel declaration",
+    ))
 }
 
 fn dtype_of(v: &Value, what: &str, errs: &mut Errors) -> Option<(DType, Span)> {
@@ -123,14 +139,20 @@ fn dtype_of(v: &Value, what: &str, errs: &mut Errors) -> Option<(DType, Span)> {
                 errs.push(
                     i.span(),
                     format!(
-                        "unknown {what} dtype `{i}`; expected f16, bf16, f32, uN/iN (N = 1..=8), eXmY (e4m3, e5m2, e2m1, ...) or ue8m0"
+                        "unknown {what} dtype `{i}`; expected f16, bf16, f32, uN (N = 1..=8), iN (N = 2..=8), eXmY (e4m3, e5m2, e2m1, ...) or ue8m0"
                     ),
                 );
                 None
             }
         },
         other => {
-            errs.push(other.span(), format!("expected a {what} dtype such as `f16` or `u4`, found {}", other.describe()));
+            errs.push(
+                other.span(),
+                format!(
+                    "expected a {what} dtype such as `f16` or `u4`, found {}",
+                    other.describe()
+                ),
+            );
             None
         }
     }
@@ -141,26 +163,46 @@ fn int_of(v: &Value, what: &str, errs: &mut Errors) -> Option<(u32, Span)> {
         Value::Int(l) => match l.base10_parse::<u32>() {
             Ok(n) if l.suffix().is_empty() => Some((n, l.span())),
             Ok(_) => {
-                errs.push(l.span(), format!("{what} takes a plain integer without a type suffix"));
+                errs.push(
+                    l.span(),
+                    format!("{what} takes a plain integer without a type suffix"),
+                );
                 None
             }
             Err(_) => {
-                errs.push(l.span(), format!("{what} must be an integer between 0 and {}", u32::MAX));
+                errs.push(
+                    l.span(),
+                    format!("{what} must be an integer between 0 and {}", u32::MAX),
+                );
                 None
             }
         },
         other => {
-            errs.push(other.span(), format!("{what} must be an integer, found {}", other.describe()));
+            errs.push(
+                other.span(),
+                format!("{what} must be an integer, found {}", other.describe()),
+            );
             None
         }
     }
 }
 
-fn ident_of<'a>(v: &'a Value, what: &str, allowed: &str, errs: &mut Errors) -> Option<&'a syn::Ident> {
+fn ident_of<'a>(
+    v: &'a Value,
+    what: &str,
+    allowed: &str,
+    errs: &mut Errors,
+) -> Option<&'a syn::Ident> {
     match v {
         Value::Ident(i) => Some(i),
         other => {
-            errs.push(other.span(), format!("{what} must be one of {allowed}, found {}", other.describe()));
+            errs.push(
+                other.span(),
+                format!(
+                    "{what} must be one of {allowed}, found {}",
+                    other.describe()
+                ),
+            );
             None
         }
     }
@@ -171,33 +213,50 @@ fn positional<'a>(args: &'a [Arg], call: &syn::Ident, errs: &mut Errors) -> Vec<
     for a in args {
         match a {
             Arg::Positional(v) => out.push(v),
-            Arg::Named(n, _) => errs.push(n.span(), format!("`{call}(..)` takes positional arguments only")),
+            Arg::Named(n, _) => errs.push(
+                n.span(),
+                format!("`{call}(..)` takes positional arguments only"),
+            ),
         }
     }
     out
 }
 
-fn parse_scale(v: &Value, a: Option<DType>, spans: &mut SpecSpans, errs: &mut Errors) -> Option<Scale> {
+fn parse_scale(
+    v: &Value,
+    a: Option<DType>,
+    spans: &mut SpecSpans,
+    errs: &mut Errors,
+) -> Option<Scale> {
     let allowed = "`channel(dtype)`, `group(G, dtype)`, `block(N, K, f32)` or `tensor(f32)`";
     let default_dtype = a.filter(|d| d.is_16bit_float());
     let (call, args) = match v {
         Value::Call(c, args, _) => (c, args.as_slice()),
         Value::Ident(i) => (i, &[][..]),
         other => {
-            errs.push(other.span(), format!("expected a scale: {allowed}, found {}", other.describe()));
+            errs.push(
+                other.span(),
+                format!("expected a scale: {allowed}, found {}", other.describe()),
+            );
             return None;
         }
     };
     spans.scale = call.span();
     spans.scale_dtype = call.span();
     let pos = positional(args, call, errs);
+    if pos.len() != args.len() {
+        return None;
+    }
     let (nints, kind) = match call.to_string().as_str() {
         "channel" => (0, 0),
         "group" => (1, 1),
         "block" => (2, 2),
         "tensor" => (0, 3),
         other => {
-            errs.push(call.span(), format!("unknown scale granularity `{other}`; expected {allowed}"));
+            errs.push(
+                call.span(),
+                format!("unknown scale granularity `{other}`; expected {allowed}"),
+            );
             return None;
         }
     };
@@ -208,7 +267,10 @@ fn parse_scale(v: &Value, a: Option<DType>, spans: &mut SpecSpans, errs: &mut Er
             2 => "`block(128, 128, f32)`: N and K extents and an optional dtype",
             _ => "`tensor(f32)` (dtype optional)",
         };
-        errs.push(call.span(), format!("wrong number of arguments; expected {want}"));
+        errs.push(
+            call.span(),
+            format!("wrong number of arguments; expected {want}"),
+        );
         return None;
     }
     let mut ints = Vec::new();
@@ -225,7 +287,10 @@ fn parse_scale(v: &Value, a: Option<DType>, spans: &mut SpecSpans, errs: &mut Er
     } else if let Some(d) = default_dtype {
         d
     } else {
-        errs.push(call.span(), "give the scale dtype explicitly, e.g. `channel(f32)`, when `a` is not f16 or bf16");
+        errs.push(
+            call.span(),
+            "give the scale dtype explicitly, e.g. `channel(f32)`, when `a` is not f16 or bf16",
+        );
         return None;
     };
     let granularity = match kind {
@@ -236,17 +301,23 @@ fn parse_scale(v: &Value, a: Option<DType>, spans: &mut SpecSpans, errs: &mut Er
         }
         2 => {
             spans.group = ints[1].1;
-            ScaleGranularity::Block { n: ints[0].0, k: ints[1].0 }
+            ScaleGranularity::Block {
+                n: ints[0].0,
+                k: ints[1].0,
+            }
         }
         _ => ScaleGranularity::Tensor,
     };
     Some(Scale { dtype, granularity })
 }
 
-fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
+fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
     let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S)`";
     let Value::Call(call, args, _) = v else {
-        errs.push(v.span(), format!("expected {usage}, found {}", v.describe()));
+        errs.push(
+            v.span(),
+            format!("expected {usage}, found {}", v.describe()),
+        );
         return None;
     };
     if call != "tile" {
@@ -254,9 +325,18 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
         return None;
     }
     let (mut block, mut warp, mut stages) = (None, None, None);
-    let triple = |v: &Value, errs: &mut Errors| -> Option<[u16; 3]> {
+    let mut spans = TileSpans {
+        tile: call.span(),
+        block: [call.span(); 3],
+        warp: [call.span(); 3],
+        stages: call.span(),
+    };
+    let triple = |v: &Value, errs: &mut Errors| -> Option<([u16; 3], [Span; 3])> {
         let Value::Tuple(items, span) = v else {
-            errs.push(v.span(), format!("expected a tuple `(M, N, K)`, found {}", v.describe()));
+            errs.push(
+                v.span(),
+                format!("expected a tuple `(M, N, K)`, found {}", v.describe()),
+            );
             return None;
         };
         if items.len() != 3 {
@@ -264,8 +344,10 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
             return None;
         }
         let mut out = [0u16; 3];
-        for (o, it) in out.iter_mut().zip(items) {
+        let mut spans = [*span; 3];
+        for ((o, sp), it) in out.iter_mut().zip(&mut spans).zip(items) {
             let (n, s) = int_of(it, "a tile extent", errs)?;
+            *sp = s;
             match u16::try_from(n) {
                 Ok(n) if n > 0 => *o = n,
                 _ => {
@@ -274,7 +356,7 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
                 }
             }
         }
-        Some(out)
+        Some((out, spans))
     };
     for a in args {
         let Arg::Named(name, val) = a else {
@@ -289,15 +371,20 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
         match name.to_string().as_str() {
             "block" => {
                 slot_dup(block.is_some(), errs);
-                block = Some(triple(val, errs)?);
+                let (b, s) = triple(val, errs)?;
+                block = Some(b);
+                spans.block = s;
             }
             "warp" => {
                 slot_dup(warp.is_some(), errs);
-                warp = Some(triple(val, errs)?);
+                let (w, s) = triple(val, errs)?;
+                warp = Some(w);
+                spans.warp = s;
             }
             "stages" => {
                 slot_dup(stages.is_some(), errs);
                 let (n, s) = int_of(val, "stages", errs)?;
+                spans.stages = s;
                 match u8::try_from(n) {
                     Ok(n) => stages = Some(n),
                     Err(_) => {
@@ -307,17 +394,23 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
                 }
             }
             other => {
-                errs.push(name.span(), format!("unknown tile argument `{other}`; expected block, warp or stages"));
+                errs.push(
+                    name.span(),
+                    format!("unknown tile argument `{other}`; expected block, warp or stages"),
+                );
                 return None;
             }
         }
     }
     let Some(block) = block else {
-        errs.push(call.span(), format!("missing `block = (M, N, K)` in {usage}"));
+        errs.push(
+            call.span(),
+            format!("missing `block = (M, N, K)` in {usage}"),
+        );
         return None;
     };
     let warp = warp.unwrap_or([block[0], 64, 64]);
-    Some(TileConfig {
+    let tile = TileConfig {
         block_m: block[0],
         block_n: block[1],
         block_k: block[2],
@@ -325,7 +418,8 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<TileConfig> {
         warp_n: warp[1],
         warp_k: warp[2],
         stages: stages.unwrap_or(4),
-    })
+    };
+    Some((tile, spans))
 }
 
 /// Reads the fields of a declaration into a spec (without checking the rules between fields).
@@ -345,9 +439,15 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
     let mut broken = false;
 
     for attr in &decl.attrs {
-        if !attr.path().is_ident("doc") && !attr.path().is_ident("allow") && !attr.path().is_ident("cfg") {
+        if !attr.path().is_ident("doc")
+            && !attr.path().is_ident("allow")
+            && !attr.path().is_ident("cfg")
+        {
             errs.push(
-                attr.path().get_ident().map(|i| i.span()).unwrap_or(decl.name.span()),
+                attr.path()
+                    .get_ident()
+                    .map(|i| i.span())
+                    .unwrap_or(decl.name.span()),
                 "only doc comments, `#[allow]` and `#[cfg]` may be put on a kernel",
             );
         }
@@ -401,10 +501,18 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
             }
             "bias" => match v {
                 Value::Bool(lb) => bias = lb.value,
-                other => errs.push(other.span(), format!("bias must be `true` or `false`, found {}", other.describe())),
+                other => errs.push(
+                    other.span(),
+                    format!("bias must be `true` or `false`, found {}", other.describe()),
+                ),
             },
             "layout" => {
-                if let Some(i) = ident_of(v, "layout", "dense, moe_indexed, moe_grouped_contiguous, moe_grouped_masked", errs) {
+                if let Some(i) = ident_of(
+                    v,
+                    "layout",
+                    "dense, moe_indexed, moe_grouped_contiguous, moe_grouped_masked",
+                    errs,
+                ) {
                     spans.layout = i.span();
                     layout = match i.to_string().as_str() {
                         "dense" => Layout::Dense,
@@ -419,7 +527,8 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
                 }
             }
             "epilogue" => {
-                if let Some(i) = ident_of(v, "epilogue", "none, relu, silu, gelu, gelu_tanh", errs) {
+                if let Some(i) = ident_of(v, "epilogue", "none, relu, silu, gelu, gelu_tanh", errs)
+                {
                     epilogue = match i.to_string().as_str() {
                         "none" => Epilogue::None,
                         "relu" => Epilogue::Relu,
@@ -439,10 +548,18 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
                     other => vec![other],
                 };
                 if items.is_empty() {
-                    errs.push(v.span(), "arch list is empty; name at least one target such as `sm_90a`");
+                    errs.push(
+                        v.span(),
+                        "arch list is empty; name at least one target such as `sm_90a`",
+                    );
                 }
                 for it in items {
-                    let Some(i) = ident_of(it, "an arch", "sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120a", errs) else {
+                    let Some(i) = ident_of(
+                        it,
+                        "an arch",
+                        "sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100a, sm_120a",
+                        errs,
+                    ) else {
                         continue;
                     };
                     match Arch::parse(&i.to_string()) {
@@ -465,33 +582,48 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
                     other => vec![other],
                 };
                 if items.len() > MAX_TILES {
-                    errs.push(v.span(), format!("at most {MAX_TILES} tile configurations per kernel"));
+                    errs.push(
+                        v.span(),
+                        format!("at most {MAX_TILES} tile configurations per kernel"),
+                    );
                 }
                 for it in items {
-                    if let Some(t) = parse_tile(it, errs) {
+                    if let Some((t, t_spans)) = parse_tile(it, errs) {
                         if tiles.as_slice().contains(&t) {
                             errs.push(it.span(), "duplicate tile configuration");
                         } else if tiles.push(t) {
-                            spans.tiles.push(it.span());
+                            spans.tiles.push(t_spans);
                         }
                     }
                 }
             }
             other => {
-                errs.push(f.key.span(), format!("unknown field `{other}`; expected one of: {FIELDS}"));
+                errs.push(
+                    f.key.span(),
+                    format!("unknown field `{other}`; expected one of: {FIELDS}"),
+                );
             }
         }
     }
 
     if a.is_none() && !seen.iter().any(|k| k == "a") {
-        errs.push(decl.name.span(), "missing field `a` (the activation dtype: `a: f16` or `a: bf16`)");
+        errs.push(
+            decl.name.span(),
+            "missing field `a` (the activation dtype: `a: f16` or `a: bf16`)",
+        );
     }
     if b.is_none() && !seen.iter().any(|k| k == "b") {
-        errs.push(decl.name.span(), "missing field `b` (the weight dtype, e.g. `b: u4`)");
+        errs.push(
+            decl.name.span(),
+            "missing field `b` (the weight dtype, e.g. `b: u4`)",
+        );
     }
     let scale = match scale_v {
         Some(v) => parse_scale(v, a, &mut spans, errs),
-        None => a.filter(|d| d.is_16bit_float()).map(|d| Scale { dtype: d, granularity: ScaleGranularity::Channel }),
+        None => a.filter(|d| d.is_16bit_float()).map(|d| Scale {
+            dtype: d,
+            granularity: ScaleGranularity::Channel,
+        }),
     };
     let scale2 = match scale2_v {
         Some(v) => {
@@ -505,7 +637,9 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
     if archs.is_empty() {
         archs = ArchSet::DEFAULT;
     }
-    let (Some(a), Some(b), false) = (a, b, broken) else { return (None, spans) };
+    let (Some(a), Some(b), false) = (a, b, broken) else {
+        return (None, spans);
+    };
     let c = match c {
         Some(c) => c,
         None if a.is_16bit_float() => a,
@@ -516,12 +650,32 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
     };
     let Some(scale) = scale else {
         if scale_v.is_none() {
-            errs.push(decl.name.span(), "missing field `scale`, e.g. `scale: group(128, f32)`");
+            errs.push(
+                decl.name.span(),
+                "missing field `scale`, e.g. `scale: group(128, f32)`",
+            );
         }
         return (None, spans);
     };
-    let Some(scale2) = scale2 else { return (None, spans) };
-    (Some(KernelSpec { a, b, c, scale, scale2, zero_point, bias, layout, epilogue, archs, tiles }), spans)
+    let Some(scale2) = scale2 else {
+        return (None, spans);
+    };
+    (
+        Some(KernelSpec {
+            a,
+            b,
+            c,
+            scale,
+            scale2,
+            zero_point,
+            bias,
+            layout,
+            epilogue,
+            archs,
+            tiles,
+        }),
+        spans,
+    )
 }
 
 /// Minimum arch an activation dtype needs (tensor-core support for the MMA operand type).
@@ -550,25 +704,39 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         || a == DType::E5M2
         || a == DType::E2M1;
     if !a_ok {
-        errs.push(sp.a, format!("`{a}` is not an activation dtype; expected f16, bf16, e4m3, e5m2, e2m1, i8 or i4"));
+        errs.push(
+            sp.a,
+            format!(
+                "`{a}` is not an activation dtype; expected f16, bf16, e4m3, e5m2, e2m1, i8 or i4"
+            ),
+        );
         return;
     }
     // Output.
     if !c.is_16bit_float() {
-        errs.push(sp.c, format!("output dtype `{c}` is not supported; expected f16 or bf16"));
+        errs.push(
+            sp.c,
+            format!("output dtype `{c}` is not supported; expected f16 or bf16"),
+        );
     } else if a.is_16bit_float() && c != a {
-        errs.push(sp.c, format!("with 16-bit activations the output dtype must equal `a` ({a}); found `{c}`"));
+        errs.push(
+            sp.c,
+            format!("with 16-bit activations the output dtype must equal `a` ({a}); found `{c}`"),
+        );
     } else if a == DType::E5M2 && c != DType::BF16 {
         errs.push(sp.c, "e5m2 activations need a bf16 output");
     }
     // Weight.
     match b {
         DType::UInt { bits } | DType::SInt { bits } if !(1..=8).contains(&bits) => {
-            errs.push(sp.b, format!("weight width {bits} bits is outside 1..=8; use u1..u8 or i1..i8"));
+            errs.push(
+                sp.b,
+                format!("weight width {bits} bits is outside 1..=8; use u1..u8 or i2..i8"),
+            );
             return;
         }
         DType::SInt { bits: 1 } => {
-            errs.push(sp.b, "a signed 1-bit weight has no positive value; use `u1`, or `e0m1` for the ternary-free sign form");
+            errs.push(sp.b, "a signed 1-bit weight has no positive value; use `u1` (with `zero_point: float` for any two values per group) or `i2`");
             return;
         }
         DType::UE8M0 => {
@@ -582,13 +750,25 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         _ => {}
     }
     if b.bits() > a.bits() {
-        errs.push(sp.b, format!("weight width {} bits exceeds the activation width {} bits", b.bits(), a.bits()));
+        errs.push(
+            sp.b,
+            format!(
+                "weight width {} bits exceeds the activation width {} bits",
+                b.bits(),
+                a.bits()
+            ),
+        );
     }
     let mma = mma_b(a);
     if a.is_float() {
         match b {
             DType::UInt { bits } | DType::SInt { bits } => {
-                let room = mma.mantissa_bits() + if spec.zero_point == ZeroPoint::Integer { 1 } else { 2 };
+                let room = mma.mantissa_bits()
+                    + if spec.zero_point == ZeroPoint::Integer {
+                        1
+                    } else {
+                        2
+                    };
                 if bits as u32 > room {
                     errs.push(sp.b, format!("{bits}-bit integer weights do not fit exactly in `{a}` (at most {room} bits{})", if spec.zero_point == ZeroPoint::Integer { " with a zero point" } else { "" }));
                 }
@@ -606,7 +786,9 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             _ => {}
         }
     } else if let DType::Float { exp, .. } = b {
-        if !(exp == 0 && a == DType::SInt { bits: 8 } && b.bits() < 8) && !(b == DType::E2M1 && spec.scale.dtype == DType::UE8M0) {
+        let e0_with_i8 = exp == 0 && a == DType::SInt { bits: 8 } && b.bits() < 8;
+        let mxfp4 = b == DType::E2M1 && spec.scale.dtype == DType::UE8M0;
+        if !(e0_with_i8 || mxfp4) {
             errs.push(sp.b, format!("float weights `{b}` need float activations (or e0mY weights with i8 activations, or MXFP4 with ue8m0 scales)"));
         }
     }
@@ -617,21 +799,51 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             if b.is_float() {
                 errs.push(sp.zero_point, format!("a zero point needs integer weights; `{b}` is a float type (drop `zero_point`)"));
             } else if b.is_signed() {
-                errs.push(sp.zero_point, format!("an integer zero point needs unsigned codes; use `u{}` instead of `{b}`", b.bits()));
+                errs.push(
+                    sp.zero_point,
+                    format!(
+                        "an integer zero point needs unsigned codes; use `u{}` instead of `{b}`",
+                        b.bits()
+                    ),
+                );
             } else if a.is_integer() && b.bits() >= a.bits() {
-                errs.push(sp.zero_point, format!("with `{a}` activations a zero point needs weights narrower than {} bits", a.bits()));
+                errs.push(
+                    sp.zero_point,
+                    format!(
+                        "with `{a}` activations a zero point needs weights narrower than {} bits",
+                        a.bits()
+                    ),
+                );
             }
-            if !matches!(spec.scale.granularity, ScaleGranularity::Channel | ScaleGranularity::Group { .. }) {
-                errs.push(sp.zero_point, "a zero point needs a channel or group scale (it shares the scale's groups)");
+            if !matches!(
+                spec.scale.granularity,
+                ScaleGranularity::Channel | ScaleGranularity::Group { .. }
+            ) {
+                errs.push(
+                    sp.zero_point,
+                    "a zero point needs a channel or group scale (it shares the scale's groups)",
+                );
             }
         }
         ZeroPoint::FloatOffset => {
             if !a.is_16bit_float() {
-                errs.push(sp.zero_point, "a float zero point (additive offset) needs f16 or bf16 activations");
-            } else if !(matches!(b, DType::UInt { .. }) || matches!(b, DType::Float { exp: 0, .. })) {
-                errs.push(sp.zero_point, format!("a float zero point needs unsigned integer codes (e.g. `u4`); found `{b}`"));
+                errs.push(
+                    sp.zero_point,
+                    "a float zero point (additive offset) needs f16 or bf16 activations",
+                );
+            } else if !(matches!(b, DType::UInt { .. }) || matches!(b, DType::Float { exp: 0, .. }))
+            {
+                errs.push(
+                    sp.zero_point,
+                    format!(
+                        "a float zero point needs unsigned integer codes (e.g. `u4`); found `{b}`"
+                    ),
+                );
             }
-            if !matches!(spec.scale.granularity, ScaleGranularity::Channel | ScaleGranularity::Group { .. }) {
+            if !matches!(
+                spec.scale.granularity,
+                ScaleGranularity::Channel | ScaleGranularity::Group { .. }
+            ) {
                 errs.push(sp.zero_point, "a float zero point needs a channel or group scale (it shares the scale's groups)");
             }
         }
@@ -641,18 +853,31 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let min_group = 256 / a.bits();
     match spec.scale.granularity {
         ScaleGranularity::Channel | ScaleGranularity::Group { .. } => {
-            let ok = matches!(sd, DType::F16 | DType::BF16 | DType::UE8M0) || sd == DType::E4M3 || sd == DType::E5M2
+            let ok = matches!(sd, DType::F16 | DType::BF16 | DType::UE8M0)
+                || sd == DType::E4M3
+                || sd == DType::E5M2
                 || (sd == DType::F32 && !a.is_16bit_float());
             if !ok {
                 errs.push(sp.scale_dtype, format!("scale dtype `{sd}` is not allowed here; expected f16, bf16, e4m3, e5m2 or ue8m0 (f32 only with 8/4-bit activations)"));
             } else if a.is_16bit_float() && sd.is_16bit_float() && sd != a {
-                errs.push(sp.scale_dtype, format!("a 16-bit scale must have the activation's dtype `{a}`; found `{sd}`"));
-            } else if sd == DType::UE8M0 && !matches!(spec.scale.granularity, ScaleGranularity::Group { .. }) {
-                errs.push(sp.scale_dtype, "ue8m0 scales are per group (MX block scaling), e.g. `group(32, ue8m0)`");
+                errs.push(
+                    sp.scale_dtype,
+                    format!("a 16-bit scale must have the activation's dtype `{a}`; found `{sd}`"),
+                );
+            } else if sd == DType::UE8M0
+                && !matches!(spec.scale.granularity, ScaleGranularity::Group { .. })
+            {
+                errs.push(
+                    sp.scale_dtype,
+                    "ue8m0 scales are per group (MX block scaling), e.g. `group(32, ue8m0)`",
+                );
             }
             if let ScaleGranularity::Group { size } = spec.scale.granularity {
                 if !size.is_power_of_two() {
-                    errs.push(sp.group, format!("group size {size} is not a power of two; use e.g. 32, 64 or 128"));
+                    errs.push(
+                        sp.group,
+                        format!("group size {size} is not a power of two; use e.g. 32, 64 or 128"),
+                    );
                 } else if size < min_group {
                     errs.push(sp.group, format!("group size {size} is below the minimum {min_group} for {}-bit activations (one MMA K step)", a.bits()));
                 }
@@ -660,38 +885,64 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         }
         ScaleGranularity::Block { n, k } => {
             if sd != DType::F32 {
-                errs.push(sp.scale_dtype, format!("block scales are f32; found `{sd}`"));
+                errs.push(
+                    sp.scale_dtype,
+                    format!("block scales are f32; found `{sd}`"),
+                );
             }
             if !n.is_power_of_two() || n < 64 {
-                errs.push(sp.scale, format!("block scale N extent {n} must be a power of two of at least 64"));
+                errs.push(
+                    sp.scale,
+                    format!("block scale N extent {n} must be a power of two of at least 64"),
+                );
             }
             if !k.is_power_of_two() || k < min_group {
-                errs.push(sp.group, format!("block scale K extent {k} must be a power of two of at least {min_group}"));
+                errs.push(
+                    sp.group,
+                    format!(
+                        "block scale K extent {k} must be a power of two of at least {min_group}"
+                    ),
+                );
             }
         }
         ScaleGranularity::Tensor => {
             if sd != DType::F32 {
-                errs.push(sp.scale_dtype, format!("a tensor scale is f32; found `{sd}`"));
+                errs.push(
+                    sp.scale_dtype,
+                    format!("a tensor scale is f32; found `{sd}`"),
+                );
             }
         }
     }
     if let Some(s2) = spec.scale2 {
-        let ok = match (spec.scale.granularity, s2.granularity) {
-            (ScaleGranularity::Group { .. }, ScaleGranularity::Channel | ScaleGranularity::Tensor) => true,
-            (ScaleGranularity::Channel, ScaleGranularity::Tensor) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (spec.scale.granularity, s2.granularity),
+            (
+                ScaleGranularity::Group { .. },
+                ScaleGranularity::Channel | ScaleGranularity::Tensor
+            ) | (ScaleGranularity::Channel, ScaleGranularity::Tensor)
+        );
         if !ok {
             errs.push(sp.scale2, "a secondary scale is per channel or per tensor, on top of a group scale (or per tensor on top of a channel scale)");
         } else if s2.dtype != DType::F32 {
-            errs.push(sp.scale2, format!("a secondary scale is f32; found `{}`", s2.dtype));
+            errs.push(
+                sp.scale2,
+                format!("a secondary scale is f32; found `{}`", s2.dtype),
+            );
         }
     }
     // Arch.
     if let Some(need) = min_arch_for(a) {
         for (arch, span) in &sp.archs {
             if arch.capability() < need.capability() {
-                errs.push(*span, format!("`{a}` activations need {} or newer; `{}` is too old", need.name(), arch.name()));
+                errs.push(
+                    *span,
+                    format!(
+                        "`{a}` activations need {} or newer; `{}` is too old",
+                        need.name(),
+                        arch.name()
+                    ),
+                );
             }
         }
         if sp.archs.is_empty() {
@@ -704,29 +955,65 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
     // Tiles.
     for (i, t) in spec.tiles.as_slice().iter().enumerate() {
-        let span = sp.tiles.get(i).copied().unwrap_or(sp.name);
-        check_tile(t, a, span, errs);
+        let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
+        check_tile(t, a, &span, errs);
     }
 }
 
-fn check_tile(t: &TileConfig, a: DType, span: Span, errs: &mut Errors) {
-    let dims = [(t.block_m, t.warp_m, "M"), (t.block_n, t.warp_n, "N"), (t.block_k, t.warp_k, "K")];
-    for (b, w, name) in dims {
+impl TileSpans {
+    /// Every span at `s` (for tiles built without source).
+    pub fn all(s: Span) -> TileSpans {
+        TileSpans {
+            tile: s,
+            block: [s; 3],
+            warp: [s; 3],
+            stages: s,
+        }
+    }
+}
+
+fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
+    let dims = [
+        (t.block_m, t.warp_m, "M"),
+        (t.block_n, t.warp_n, "N"),
+        (t.block_k, t.warp_k, "K"),
+    ];
+    for (i, (b, w, name)) in dims.into_iter().enumerate() {
         if b % w != 0 {
-            errs.push(span, format!("block {name} ({b}) must be a multiple of warp {name} ({w})"));
+            errs.push(
+                sp.block[i],
+                format!("block {name} ({b}) must be a multiple of warp {name} ({w})"),
+            );
             return;
         }
         if !(b / w).is_power_of_two() {
-            errs.push(span, format!("block {name} / warp {name} = {} must be a power of two", b / w));
+            errs.push(
+                sp.block[i],
+                format!(
+                    "block {name} / warp {name} = {} must be a power of two",
+                    b / w
+                ),
+            );
         }
     }
-    for (v, name) in [(t.block_n, "block N"), (t.block_k, "block K"), (t.warp_n, "warp N"), (t.warp_k, "warp K")] {
+    for (v, name, span) in [
+        (t.block_n, "block N", sp.block[1]),
+        (t.block_k, "block K", sp.block[2]),
+        (t.warp_n, "warp N", sp.warp[1]),
+        (t.warp_k, "warp K", sp.warp[2]),
+    ] {
         if !v.is_power_of_two() {
             errs.push(span, format!("{name} ({v}) must be a power of two"));
         }
     }
-    if t.warp_n % 16 != 0 || t.warp_n > 64 {
-        errs.push(span, format!("warp N ({}) must be a multiple of 16 and at most 64", t.warp_n));
+    if !t.warp_n.is_multiple_of(16) || t.warp_n > 64 {
+        errs.push(
+            sp.warp[1],
+            format!(
+                "warp N ({}) must be a multiple of 16 and at most 64",
+                t.warp_n
+            ),
+        );
     }
     let (min_n, min_k) = match a.bits() {
         16 => (32, 32),
@@ -734,22 +1021,56 @@ fn check_tile(t: &TileConfig, a: DType, span: Span, errs: &mut Errors) {
         _ => (16, 128),
     };
     if t.warp_n < min_n || t.warp_k < min_k {
+        let span = if t.warp_n < min_n {
+            sp.warp[1]
+        } else {
+            sp.warp[2]
+        };
         errs.push(span, format!("with {}-bit activations the warp tile needs N >= {min_n} and K >= {min_k}; found N = {}, K = {}", a.bits(), t.warp_n, t.warp_k));
     }
     if t.block_m > 256 {
-        errs.push(span, format!("block M ({}) must be at most 256", t.block_m));
+        errs.push(
+            sp.block[0],
+            format!("block M ({}) must be at most 256", t.block_m),
+        );
     }
-    if t.warp_m % 8 != 0 {
-        errs.push(span, format!("warp M ({}) must be a multiple of 8", t.warp_m));
+    if !t.warp_m.is_multiple_of(8) {
+        errs.push(
+            sp.warp[0],
+            format!("warp M ({}) must be a multiple of 8", t.warp_m),
+        );
     }
     if (t.block_k as u32) * a.bits() < 512 {
-        errs.push(span, format!("block K ({}) x {} bits must be at least 512 bits (64-byte rows of A)", t.block_k, a.bits()));
+        errs.push(
+            sp.block[2],
+            format!(
+                "block K ({}) x {} bits must be at least 512 bits (64-byte rows of A)",
+                t.block_k,
+                a.bits()
+            ),
+        );
     }
-    if t.threads() > 1024 {
-        errs.push(span, format!("this tile needs {} threads per CTA; at most 1024", t.threads()));
+    // In u64: `TileConfig::threads` (u32) overflows for absurd tiles such as warp (1, 1, 1).
+    let threads = [
+        (t.block_m, t.warp_m),
+        (t.block_n, t.warp_n),
+        (t.block_k, t.warp_k),
+    ]
+    .iter()
+    .map(|&(b, w)| (b / w) as u64)
+    .product::<u64>()
+        * 32;
+    if threads > 1024 {
+        errs.push(
+            sp.tile,
+            format!("this tile needs {threads} threads per CTA; at most 1024"),
+        );
     }
     if !(2..=8).contains(&t.stages) {
-        errs.push(span, format!("stages ({}) must be between 2 and 8", t.stages));
+        errs.push(
+            sp.stages,
+            format!("stages ({}) must be between 2 and 8", t.stages),
+        );
     }
 }
 
@@ -764,7 +1085,10 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     if !spec.b.is_integer() {
         errs.push(sp.b, format!("kernels for `{}` weights are not generated yet (this version generates integer weights u1..u8, i2..i8)", spec.b));
     }
-    if !matches!(spec.scale.granularity, ScaleGranularity::Channel | ScaleGranularity::Group { .. }) {
+    if !matches!(
+        spec.scale.granularity,
+        ScaleGranularity::Channel | ScaleGranularity::Group { .. }
+    ) {
         errs.push(sp.scale, "block and tensor scales are not generated yet (this version generates channel and group scales)");
     } else if spec.scale.dtype != spec.a {
         errs.push(sp.scale_dtype, format!("scales of dtype `{}` are not generated yet (this version needs the activation dtype `{}`)", spec.scale.dtype, spec.a));
@@ -773,7 +1097,13 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         errs.push(sp.scale2, "secondary scales are not generated yet");
     }
     if spec.layout != Layout::Dense {
-        errs.push(sp.layout, format!("the `{}` layout is not generated yet (this version generates `dense`)", spec.layout.name()));
+        errs.push(
+            sp.layout,
+            format!(
+                "the `{}` layout is not generated yet (this version generates `dense`)",
+                spec.layout.name()
+            ),
+        );
     }
     for (arch, span) in &sp.archs {
         if arch.capability() < 80 {
@@ -781,19 +1111,39 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         }
     }
     for (i, t) in spec.tiles.as_slice().iter().enumerate() {
-        let span = sp.tiles.get(i).copied().unwrap_or(sp.name);
+        let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
         if t.warp_n != 64 || t.warp_k != 64 {
-            errs.push(span, format!("the mma.sync kernel uses warp tiles of N = 64 and K = 64; found N = {}, K = {}", t.warp_n, t.warp_k));
+            let at = if t.warp_n != 64 {
+                span.warp[1]
+            } else {
+                span.warp[2]
+            };
+            errs.push(at, format!("the mma.sync kernel uses warp tiles of N = 64 and K = 64; found N = {}, K = {}", t.warp_n, t.warp_k));
         }
         if t.warp_m % 16 != 0 || t.warp_m > 64 {
-            errs.push(span, format!("the mma.sync kernel needs warp M in 16, 32, 48, 64; found {}", t.warp_m));
+            errs.push(
+                span.warp[0],
+                format!(
+                    "the mma.sync kernel needs warp M in 16, 32, 48, 64; found {}",
+                    t.warp_m
+                ),
+            );
         }
         if t.stages > 6 {
-            errs.push(span, format!("the mma.sync kernel supports 2 to 6 stages; found {}", t.stages));
+            errs.push(
+                span.stages,
+                format!(
+                    "the mma.sync kernel supports 2 to 6 stages; found {}",
+                    t.stages
+                ),
+            );
         }
         let smem = crate::codegen::smem_bytes(spec, t);
         if smem > 227 * 1024 {
-            errs.push(span, format!("this tile needs {smem} bytes of shared memory; at most 232448 (227 KiB)"));
+            errs.push(
+                span.tile,
+                format!("this tile needs {smem} bytes of shared memory; at most 232448 (227 KiB)"),
+            );
         }
     }
 }

@@ -1,0 +1,179 @@
+//! Lossless conversion of GGUF's legacy quantized blocks into [`QuantizedWeights`].
+//!
+//! A GGUF weight tensor lists its dimensions as `[ne0, ne1] = [K, N]` (row length first); its
+//! blocks run along each row, so the data is row-major `[N, K]`, exactly the layout of
+//! [`QuantizedWeights`] (B is `[N, K]`, scales `[K / 32, N]`). Each 32-weight block becomes one
+//! scale group of 32 along K; the block's codes, f16 scale `d` and f16 offset `m` are copied
+//! without any arithmetic:
+//!
+//! | GGML type | ggml formula | descriptor ([`spec_for`]) | stored code |
+//! |-----------|--------------|---------------------------|-------------|
+//! | Q4_0 | `d * (q - 8)` | `a: f16, b: i4, scale: group(32, f16)` | `q - 8` as an i4 pattern |
+//! | Q4_1 | `d * q + m` | `a: f16, b: u4, scale: group(32, f16), zero_point: float` | `q` |
+//! | Q5_0 | `d * (q - 16)` | `a: f16, b: i5, scale: group(32, f16)` | `q - 16` as an i5 pattern |
+//! | Q5_1 | `d * q + m` | `a: f16, b: u5, scale: group(32, f16), zero_point: float` | `q` |
+//! | Q8_0 | `d * q` | `a: f16, b: i8, scale: group(32, f16)` | `q` (an i8 pattern) |
+//!
+//! So `QuantizedWeights::dequantize` (exact, in f64) rounded to f32 equals ggml's own f32
+//! dequantization ([`crate::ggml::ggml_dequantize`]) bit for bit: every product `q * d` is exact in
+//! f32, and `q * d + m` is rounded once in both.
+//!
+//! Only `f16` activations are offered: the block scales and offsets are f16 values, which `bf16`
+//! (the scale dtype must equal the activation dtype) would round.
+
+use crate::error::{Error, Result};
+use crate::ggml::QK;
+use crate::gguf::{GgmlType, GgufTensor};
+use humming_runtime::{QuantizedWeights, ZeroPoints};
+use humming_spec::{DType, KernelSpec, parse_kernel_str};
+
+/// The GGML types [`to_quantized`] converts.
+pub const CONVERT_SUPPORTED: &str = "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0";
+
+/// The descriptor text (fields of a `gemm!` kernel) of the lossless conversion of GGML type `ty`,
+/// or `None` if the type is not converted (see the module doc's table).
+pub fn spec_text(ty: GgmlType) -> Option<&'static str> {
+    Some(match ty {
+        GgmlType::Q4_0 => "a: f16, b: i4, scale: group(32, f16)",
+        GgmlType::Q4_1 => "a: f16, b: u4, scale: group(32, f16), zero_point: float",
+        GgmlType::Q5_0 => "a: f16, b: i5, scale: group(32, f16)",
+        GgmlType::Q5_1 => "a: f16, b: u5, scale: group(32, f16), zero_point: float",
+        GgmlType::Q8_0 => "a: f16, b: i8, scale: group(32, f16)",
+        _ => return None,
+    })
+}
+
+/// The kernel descriptor of the lossless conversion of GGML type `ty` with activation dtype
+/// `activation`. `tensor` only names the tensor in errors.
+///
+/// # Errors
+/// [`Error::UnsupportedActivation`] unless `activation` is `f16` (GGUF scales are f16; `bf16` would
+/// round them); [`Error::UnsupportedTensorType`] if `ty` is not one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+pub fn spec_for(tensor: &str, ty: GgmlType, activation: DType) -> Result<KernelSpec> {
+    if activation != DType::F16 {
+        return Err(Error::UnsupportedActivation {
+            tensor: tensor.to_owned(),
+            dtype: activation,
+        });
+    }
+    let text = spec_text(ty).ok_or_else(|| Error::UnsupportedTensorType {
+        tensor: tensor.to_owned(),
+        ty,
+        supported: CONVERT_SUPPORTED,
+    })?;
+    parse_kernel_str(text).map_err(|msg| Error::Spec {
+        spec: text.to_owned(),
+        msg,
+    })
+}
+
+/// Converts a GGUF weight tensor (Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0) to [`QuantizedWeights`] for the
+/// `f16` descriptor of [`spec_for`], without loss: `N = ne1`, `K = ne0`, one scale group per block.
+///
+/// # Errors
+/// As [`to_quantized_as`] with `DType::F16`.
+pub fn to_quantized(tensor: &GgufTensor<'_>) -> Result<QuantizedWeights> {
+    to_quantized_as(tensor, DType::F16)
+}
+
+/// [`to_quantized`] with an explicit activation dtype, which must be `f16`.
+///
+/// # Errors
+/// - [`Error::UnsupportedActivation`] unless `activation` is `f16`;
+/// - [`Error::UnsupportedTensorType`] naming the tensor and its type for any type other than
+///   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (e.g. F32 norm vectors, Q2_K, Q6_K);
+/// - [`Error::Shape`] if the tensor is not a matrix (a dimension past the second is not 1);
+/// - [`Error::Weights`] if [`QuantizedWeights::from_parts`] rejects the parts (a block scale or
+///   offset that is infinite or NaN).
+pub fn to_quantized_as(tensor: &GgufTensor<'_>, activation: DType) -> Result<QuantizedWeights> {
+    let name = tensor.name();
+    let ty = tensor.ggml_type();
+    let spec = spec_for(name, ty, activation)?;
+    let (n, k) = tensor.info().matrix_nk().ok_or_else(|| Error::Shape {
+        tensor: name.to_owned(),
+        msg: format!(
+            "dimensions {:?} (row length first) are not a matrix",
+            tensor.dims()
+        ),
+    })?;
+    let (blk, size) = ty
+        .block_layout()
+        .expect("converted types have a known layout");
+    debug_assert_eq!(blk, QK);
+    let bytes = tensor.bytes();
+    // The reader checked that K is a whole number of blocks and that the data is in bounds.
+    let blocks_per_row = k / QK;
+    if n == 0 || k == 0 || bytes.len() != n * blocks_per_row * size {
+        return Err(Error::Shape {
+            tensor: name.to_owned(),
+            msg: format!(
+                "[N, K] = [{n}, {k}] with {} bytes of {ty} blocks is not a non-empty matrix",
+                bytes.len()
+            ),
+        });
+    }
+    let mut codes = vec![0u8; n * k];
+    let mut scales = vec![0f32; blocks_per_row * n];
+    let has_offset = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1);
+    let mut offsets = vec![0f32; if has_offset { blocks_per_row * n } else { 0 }];
+    let half =
+        |x: &[u8], at: usize| half::f16::from_bits(u16::from_le_bytes([x[at], x[at + 1]])).to_f32();
+    for (bi, x) in bytes.chunks_exact(size).enumerate() {
+        let (row, g) = (bi / blocks_per_row, bi % blocks_per_row);
+        let out = &mut codes[row * k + g * QK..row * k + (g + 1) * QK];
+        scales[g * n + row] = half(x, 0);
+        match ty {
+            GgmlType::Q4_0 => {
+                // q - 8 as an i4 pattern is q ^ 8.
+                nibbles(&x[2..18], out, |q| q ^ 0x8);
+            }
+            GgmlType::Q4_1 => {
+                offsets[g * n + row] = half(x, 2);
+                nibbles(&x[4..20], out, |q| q);
+            }
+            GgmlType::Q5_0 => {
+                let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+                nibbles(&x[6..22], out, |q| q);
+                // q - 16 as an i5 pattern is q ^ 16.
+                high_bits(qh, out, 0x10);
+            }
+            GgmlType::Q5_1 => {
+                offsets[g * n + row] = half(x, 2);
+                let qh = u32::from_le_bytes([x[4], x[5], x[6], x[7]]);
+                nibbles(&x[8..24], out, |q| q);
+                high_bits(qh, out, 0);
+            }
+            GgmlType::Q8_0 => out.copy_from_slice(&x[2..2 + QK]),
+            _ => unreachable!("spec_for accepted only converted types"),
+        }
+    }
+    let zeros = if has_offset {
+        ZeroPoints::Float(offsets)
+    } else {
+        ZeroPoints::None
+    };
+    QuantizedWeights::from_parts(&spec, n, k, codes, scales, zeros).map_err(|source| {
+        Error::Weights {
+            tensor: name.to_owned(),
+            source,
+        }
+    })
+}
+
+/// Writes the 32 4-bit codes of a block (`qs[j] & 15` for `j < 16`, `qs[j - 16] >> 4` after),
+/// mapped through `f`.
+fn nibbles(qs: &[u8], out: &mut [u8], f: impl Fn(u8) -> u8) {
+    for j in 0..QK / 2 {
+        out[j] = f(qs[j] & 0x0F);
+        out[j + QK / 2] = f(qs[j] >> 4);
+    }
+}
+
+/// Adds the fifth bit of each code: bit `j` of `qh` for weight `j`, then flips it with `flip`
+/// (`0x10` turns `q` into the i5 pattern of `q - 16`).
+fn high_bits(qh: u32, out: &mut [u8], flip: u8) {
+    for (j, c) in out.iter_mut().enumerate() {
+        *c |= (((qh >> j) & 1) as u8) << 4;
+        *c ^= flip;
+    }
+}

@@ -1,0 +1,117 @@
+//! The error type of humming-import.
+
+use crate::gguf::GgmlType;
+use humming_spec::DType;
+
+/// Everything that can go wrong while reading a model file or converting one of its tensors.
+///
+/// Every variant that concerns one tensor or one metadata key names it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be opened, read or memory-mapped.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid GGUF file (bad magic, unsupported version, truncated or inconsistent
+    /// header, metadata or tensor table). `offset` is the byte offset in the file where the problem
+    /// was found.
+    #[error("invalid GGUF file at byte {offset}: {msg}")]
+    Format {
+        /// Byte offset in the file.
+        offset: u64,
+        /// What is wrong.
+        msg: String,
+    },
+    /// No tensor of this name in the file.
+    #[error("no tensor named `{name}` in the file")]
+    MissingTensor {
+        /// The name asked for.
+        name: String,
+    },
+    /// No metadata key of this name in the file.
+    #[error("no metadata key `{key}` in the file")]
+    MissingKey {
+        /// The key asked for.
+        key: String,
+    },
+    /// The metadata value has a type that cannot be read as the type asked for.
+    #[error("metadata key `{key}` holds {found}, which cannot be read as {expected}")]
+    MetadataType {
+        /// The key.
+        key: String,
+        /// What the caller asked for (`a string`, `an unsigned integer`, ...).
+        expected: &'static str,
+        /// What the file holds (`u32 4`, `string "llama"`, ...).
+        found: String,
+    },
+    /// The tensor's GGML type cannot be used for what was asked: converted to quantized weights
+    /// (supported: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), dequantized (also F32, F16, BF16) or read as floats
+    /// (F32, F16, BF16).
+    #[error(
+        "tensor `{tensor}` has GGML type {ty}, which is not supported here; supported: {supported}"
+    )]
+    UnsupportedTensorType {
+        /// The tensor's name (empty when a raw buffer was given without a name).
+        tensor: String,
+        /// Its type.
+        ty: GgmlType,
+        /// The types that are supported for this operation.
+        supported: &'static str,
+    },
+    /// The activation dtype asked for cannot carry the GGUF block scales exactly. Only `f16` is
+    /// supported: GGUF's legacy blocks store f16 scales, and `bf16` would round them.
+    #[error(
+        "tensor `{tensor}`: activation dtype `{dtype}` is not supported for GGUF blocks; use f16 (GGUF scales are f16, {dtype} would round them)"
+    )]
+    UnsupportedActivation {
+        /// The tensor's name.
+        tensor: String,
+        /// The dtype asked for.
+        dtype: DType,
+    },
+    /// The tensor's shape does not fit the operation (not a matrix, byte length not matching the
+    /// element count, ...).
+    #[error("tensor `{tensor}`: {msg}")]
+    Shape {
+        /// The tensor's name (empty when a raw buffer was given without a name).
+        tensor: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// The quantized parts read from the tensor were rejected by
+    /// [`humming_runtime::QuantizedWeights::from_parts`] or
+    /// [`humming_runtime::QuantizedWeights::quantize`] (for example an infinite or NaN block scale).
+    #[error("tensor `{tensor}`: {source}")]
+    Weights {
+        /// The tensor's name.
+        tensor: String,
+        /// The runtime's error.
+        #[source]
+        source: humming_runtime::Error,
+    },
+    /// A kernel descriptor could not be parsed.
+    #[error("invalid kernel descriptor `{spec}`: {msg}")]
+    Spec {
+        /// The descriptor text.
+        spec: String,
+        /// The parser's message.
+        msg: String,
+    },
+    /// The safetensors file is invalid, or a tensor in it is.
+    #[error("safetensors error in {context}: {source}")]
+    Safetensors {
+        /// The file or tensor concerned.
+        context: String,
+        /// The safetensors crate's error.
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,38 @@
+//! Imports real model weights into humming.
+//!
+//! - [`gguf`]: a reader of GGUF files (ggml / llama.cpp): header v2/v3, metadata of every type,
+//!   the tensor table, raw tensor bytes and F32/F16/BF16 tensors as `Vec<f32>`; memory-mapped.
+//! - [`convert`]: lossless conversion of GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 weight tensors into
+//!   [`QuantizedWeights`] (`[N, K]`, one f16 scale group per 32-weight block), for `f16` kernels.
+//! - [`ggml`]: ggml's own f32 dequantization of those blocks, the independent oracle of the
+//!   conversion (they agree bit for bit).
+//! - [`checkpoint`]: plain safetensors checkpoints (F32/F16/BF16), quantized on load with
+//!   [`QuantizedWeights::quantize`].
+//! - [`model`]: the real test model (SmolLM2-135M-Instruct, GGUF Q4_1) and llama hyper-parameters.
+//!
+//! ```no_run
+//! use humming_import::{GgufFile, to_quantized};
+//! let file = GgufFile::open("SmolLM2-135M-Instruct.Q4_1.gguf")?;
+//! let layers = file.get_usize("llama.block_count")?;
+//! let w = to_quantized(&file.tensor("blk.0.attn_q.weight")?)?; // [N, K] = [576, 576], u4 + f16 offsets
+//! assert_eq!((w.n(), w.k(), layers), (576, 576, 30));
+//! # Ok::<(), humming_import::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod bytes;
+pub mod checkpoint;
+pub mod convert;
+pub mod error;
+pub mod ggml;
+pub mod gguf;
+pub mod model;
+
+pub use checkpoint::{SafetensorsFile, SafetensorsInfo};
+pub use convert::{spec_for, to_quantized, to_quantized_as};
+pub use error::{Error, Result};
+pub use ggml::ggml_dequantize;
+pub use gguf::{GgmlType, GgufFile, GgufTensor, MetaValue, TensorInfo};
+pub use humming_runtime::{QuantizedWeights, ZeroPoints};
+pub use model::{LlamaParams, smollm2_gguf_path};

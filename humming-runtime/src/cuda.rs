@@ -1,0 +1,629 @@
+//! Loading and launching generated kernels on a GPU (cudarc).
+//!
+//! ```no_run
+//! # use humming_runtime::*;
+//! # fn demo<K: GemmKernel<A = half::f16, C = half::f16>>(w: &quant::QuantizedWeights) -> Result<()> {
+//! let stream = cuda::default_stream(0)?;             // or your own cudarc stream
+//! let gemm = cuda::Gemm::<half::f16, half::f16>::load::<K>(&stream)?;
+//! let weights = gemm.upload(w)?;                     // packed into the kernel layout, on the GPU
+//! let m = 16;
+//! let a = stream.clone_htod(&vec![half::f16::ONE; m * w.k()]).map_err(cuda::driver_err("upload A"))?;
+//! let mut c = stream.alloc_zeros::<half::f16>(m * w.n()).map_err(cuda::driver_err("alloc C"))?;
+//! gemm.run(&a, m, &weights, None, &mut c)?;
+//! # Ok(()) }
+//! ```
+
+use crate::error::{Error, Result, invalid};
+use crate::kernel::{Element, GemmKernel};
+use crate::quant::QuantizedWeights;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
+    LaunchConfig, PushKernelArg, sys,
+};
+use humming_spec::codegen::{HEADERS, entry_name, smem_bytes, tiles_of};
+use humming_spec::{KernelSpec, TileConfig};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Maps a cudarc driver error into [`Error::Driver`] with a context string.
+pub fn driver_err(context: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |source| Error::Driver {
+        context: context.to_string(),
+        source,
+    }
+}
+
+/// True if the CUDA driver library can be loaded (it says nothing about whether a GPU is present).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda; no other effect.
+    unsafe { sys::is_culib_present() }
+}
+
+/// Opens GPU `ordinal` and returns a new stream on its primary context.
+///
+/// Errors: [`Error::NoCudaDriver`] when `libcuda.so` is absent (cudarc would panic), [`Error::Driver`]
+/// when there is no such device.
+pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
+    if !driver_present() {
+        return Err(Error::NoCudaDriver);
+    }
+    let ctx = CudaContext::new(ordinal).map_err(driver_err("opening the CUDA device"))?;
+    ctx.new_stream().map_err(driver_err("creating a stream"))
+}
+
+/// Arguments of the generated kernels; mirrors `humming::GemmParams` in `cuda/humming/common.cuh`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GemmParams {
+    a: u64,
+    b: u64,
+    scales: u64,
+    zeros: u64,
+    bias: u64,
+    c: u64,
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldc: i32,
+}
+
+// SAFETY: plain #[repr(C)] data of integers, identical in layout to the CUDA struct.
+unsafe impl DeviceRepr for GemmParams {}
+
+/// How a kernel's module was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleSource {
+    /// The fatbin compiled by NVCC at build time.
+    Fatbin,
+    /// Run-time compilation with NVRTC (from the disk cache or freshly compiled).
+    Nvrtc,
+}
+
+struct LoadedTile {
+    tile: TileConfig,
+    func: CudaFunction,
+    smem: u32,
+}
+
+/// A loaded quantized GEMM: `C[M, N] = epilogue(A[M, K] · dequant(B)[N, K]ᵀ · channel scale + bias)`.
+///
+/// `A` and `C` are the element types (`half::f16` or `half::bf16`), fixed by the kernel's declaration,
+/// so passing a buffer of the wrong type does not compile.
+pub struct Gemm<A: Element, C: Element> {
+    stream: Arc<CudaStream>,
+    name: String,
+    spec: KernelSpec,
+    tiles: Vec<LoadedTile>,
+    source: ModuleSource,
+    _types: PhantomData<fn(A) -> C>,
+}
+
+/// Quantized weights packed into the kernel layout and uploaded to the GPU.
+pub struct DeviceWeights {
+    spec: KernelSpec,
+    n: usize,
+    k: usize,
+    b: CudaSlice<u8>,
+    scales: CudaSlice<u16>,
+    zeros: Option<CudaSlice<u16>>,
+}
+
+impl DeviceWeights {
+    /// Output channels.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Bytes on the GPU (packed weights, scales, zero points).
+    pub fn bytes(&self) -> usize {
+        self.b.len() + 2 * self.scales.len() + self.zeros.as_ref().map_or(0, |z| 2 * z.len())
+    }
+    /// The descriptor the weights were packed for.
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+}
+
+fn capability(stream: &CudaStream) -> Result<u32> {
+    let (major, minor) = stream
+        .context()
+        .compute_capability()
+        .map_err(driver_err("reading the compute capability"))?;
+    Ok((major * 10 + minor) as u32)
+}
+
+impl<A: Element, C: Element> Gemm<A, C> {
+    /// Loads a kernel declared with `gemm!`: its NVCC fatbin, or, when the image is empty (no NVCC at
+    /// build time) or holds no code for this GPU, the NVRTC compilation of its source (disk-cached).
+    pub fn load<K: GemmKernel<A = A, C = C>>(stream: &Arc<CudaStream>) -> Result<Self> {
+        Self::load_parts(stream, K::NAME, K::DESCRIPTOR, K::CUDA_SOURCE, K::IMAGE)
+    }
+
+    /// Compiles a descriptor built at run time (e.g. with [`humming_spec::parse_kernel_str`]) with NVRTC
+    /// and loads it. Errors if the descriptor's A/C dtypes are not `A`/`C`, or it is not valid.
+    pub fn compile(stream: &Arc<CudaStream>, name: &str, spec: KernelSpec) -> Result<Self> {
+        let source = humming_spec::codegen::generate_cuda(&spec);
+        Self::load_parts(stream, name, spec, &source, &[])
+    }
+
+    fn load_parts(
+        stream: &Arc<CudaStream>,
+        name: &str,
+        spec: KernelSpec,
+        source: &str,
+        image: &[u8],
+    ) -> Result<Self> {
+        if spec.a != A::DTYPE || spec.c != C::DTYPE {
+            return Err(invalid(
+                "spec",
+                format!(
+                    "kernel {name} has a={} c={}, but was loaded as a={} c={}",
+                    spec.a,
+                    spec.c,
+                    A::DTYPE,
+                    C::DTYPE
+                ),
+            ));
+        }
+        let ctx = stream.context();
+        let cap = capability(stream)?;
+        if cap < 80 {
+            return Err(Error::UnsupportedDevice {
+                kernel: name.to_string(),
+                capability: cap,
+                archs: spec
+                    .archs
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            });
+        }
+        let mut module = None;
+        let mut how = ModuleSource::Fatbin;
+        if !image.is_empty() {
+            match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.to_vec())) {
+                Ok(m) => module = Some(m),
+                Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => {}
+                Err(e) => {
+                    return Err(Error::Driver {
+                        context: format!("loading the fatbin of {name}"),
+                        source: e,
+                    });
+                }
+            }
+        }
+        let module = match module {
+            Some(m) => m,
+            None => {
+                how = ModuleSource::Nvrtc;
+                let ptx = nvrtc_compile(name, source, cap)?;
+                ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+                    .map_err(|e| Error::Driver {
+                        context: format!("loading the NVRTC module of {name}"),
+                        source: e,
+                    })?
+            }
+        };
+        let optin = ctx
+            .attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )
+            .map_err(driver_err("reading the shared-memory limit"))? as u32;
+        let mut tiles = Vec::new();
+        for (i, tile) in tiles_of(&spec).into_iter().enumerate() {
+            let smem = smem_bytes(&spec, &tile);
+            if smem > optin {
+                continue;
+            }
+            let func = module
+                .load_function(&entry_name(&spec, i))
+                .map_err(|e| Error::Driver {
+                    context: format!("finding entry {} of {name}", entry_name(&spec, i)),
+                    source: e,
+                })?;
+            if smem > 48 * 1024 {
+                ctx.bind_to_thread()
+                    .map_err(driver_err("binding the context"))?;
+                func.set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+                .map_err(driver_err("raising the dynamic shared-memory limit"))?;
+            }
+            tiles.push(LoadedTile { tile, func, smem });
+        }
+        if tiles.is_empty() {
+            return Err(invalid(
+                "spec",
+                format!("no tile configuration of {name} fits in {optin} bytes of shared memory"),
+            ));
+        }
+        Ok(Gemm {
+            stream: stream.clone(),
+            name: name.to_string(),
+            spec,
+            tiles,
+            source: how,
+            _types: PhantomData,
+        })
+    }
+
+    /// The kernel's descriptor.
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the module came from the NVCC fatbin or from NVRTC.
+    pub fn module_source(&self) -> ModuleSource {
+        self.source
+    }
+
+    /// The stream kernels are launched on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The tile configurations available on this device, in declaration order.
+    pub fn tiles(&self) -> Vec<TileConfig> {
+        self.tiles.iter().map(|t| t.tile).collect()
+    }
+
+    /// The tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest.
+    pub fn select_tile(&self, m: usize) -> TileConfig {
+        self.tiles[self.select_index(m)].tile
+    }
+
+    fn select_index(&self, m: usize) -> usize {
+        let mut best: Option<usize> = None;
+        for (i, t) in self.tiles.iter().enumerate() {
+            let bm = t.tile.block_m as usize;
+            best = match best {
+                None => Some(i),
+                Some(j) => {
+                    let bj = self.tiles[j].tile.block_m as usize;
+                    let better = if bm >= m && bj >= m {
+                        bm < bj
+                    } else {
+                        bm > bj && bj < m
+                    };
+                    if better { Some(i) } else { Some(j) }
+                }
+            };
+        }
+        best.unwrap_or(0)
+    }
+
+    /// Packs quantized weights into the kernel layout and uploads them.
+    ///
+    /// Errors if the weights were made for another descriptor, or N or K is not a multiple of 64.
+    pub fn upload(&self, w: &QuantizedWeights) -> Result<DeviceWeights> {
+        if w.spec() != &self.spec {
+            return Err(invalid(
+                "weights",
+                format!(
+                    "weights were quantized for `{}`, kernel {} is `{}`",
+                    w.spec(),
+                    self.name,
+                    self.spec
+                ),
+            ));
+        }
+        let packed = w.pack()?;
+        let s = &self.stream;
+        let b = s
+            .clone_htod(&packed.b)
+            .map_err(driver_err("uploading packed weights"))?;
+        let scales = s
+            .clone_htod(&packed.scales)
+            .map_err(driver_err("uploading scales"))?;
+        let zeros = if packed.zeros.is_empty() {
+            None
+        } else {
+            Some(
+                s.clone_htod(&packed.zeros)
+                    .map_err(driver_err("uploading zero points"))?,
+            )
+        };
+        Ok(DeviceWeights {
+            spec: self.spec,
+            n: w.n(),
+            k: w.k(),
+            b,
+            scales,
+            zeros,
+        })
+    }
+
+    /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Gemm::run_strided`].
+    pub fn run<Ab, Cb>(
+        &self,
+        a: &Ab,
+        m: usize,
+        w: &DeviceWeights,
+        bias: Option<&CudaSlice<C>>,
+        c: &mut Cb,
+    ) -> Result<()>
+    where
+        Ab: DevicePtr<A>,
+        Cb: DevicePtrMut<C>,
+    {
+        self.run_strided(a, m, w.k, w, bias, c, w.n)
+    }
+
+    /// `C[i, j] = epilogue(Σ_k A[i, k] · W[j, k] + bias[j])` for `i < m`, with row strides `lda` and
+    /// `ldc` in elements. Only `C[i, j]` with `i < m`, `j < N` are written.
+    ///
+    /// Checks (each a typed [`Error::InvalidArgument`] naming the argument): `w` matches this kernel;
+    /// `lda >= K` and `lda % 8 == 0`; `ldc >= N` and `ldc` even; `a` holds `(m - 1) · lda + K` elements
+    /// and starts 16-byte aligned; `c` holds `(m - 1) · ldc + N` elements and starts 4-byte aligned;
+    /// `bias` is given (with N elements) exactly when the kernel declares `bias: true`; `m < 2^31`.
+    /// `m == 0` returns at once without a launch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_strided<Ab, Cb>(
+        &self,
+        a: &Ab,
+        m: usize,
+        lda: usize,
+        w: &DeviceWeights,
+        bias: Option<&CudaSlice<C>>,
+        c: &mut Cb,
+        ldc: usize,
+    ) -> Result<()>
+    where
+        Ab: DevicePtr<A>,
+        Cb: DevicePtrMut<C>,
+    {
+        if w.spec != self.spec {
+            return Err(invalid(
+                "weights",
+                format!(
+                    "weights were packed for `{}`, not for kernel {}",
+                    w.spec, self.name
+                ),
+            ));
+        }
+        let (n, k) = (w.n, w.k);
+        if m == 0 {
+            return Ok(());
+        }
+        if m > i32::MAX as usize {
+            return Err(invalid("m", format!("m = {m} exceeds 2^31 - 1")));
+        }
+        if lda < k || lda % 8 != 0 || lda > i32::MAX as usize {
+            return Err(invalid(
+                "lda",
+                format!("lda = {lda} must be >= K = {k}, a multiple of 8 and below 2^31"),
+            ));
+        }
+        if ldc < n || ldc % 2 != 0 || ldc > i32::MAX as usize {
+            return Err(invalid(
+                "ldc",
+                format!("ldc = {ldc} must be >= N = {n}, even and below 2^31"),
+            ));
+        }
+        let need_a = (m - 1).checked_mul(lda).and_then(|x| x.checked_add(k));
+        if need_a.is_none_or(|need| a.len() < need) {
+            return Err(invalid(
+                "a",
+                format!(
+                    "A holds {} elements; m = {m}, lda = {lda}, K = {k} need {:?}",
+                    a.len(),
+                    need_a
+                ),
+            ));
+        }
+        let need_c = (m - 1).checked_mul(ldc).and_then(|x| x.checked_add(n));
+        if need_c.is_none_or(|need| c.len() < need) {
+            return Err(invalid(
+                "c",
+                format!(
+                    "C holds {} elements; m = {m}, ldc = {ldc}, N = {n} need {:?}",
+                    c.len(),
+                    need_c
+                ),
+            ));
+        }
+        match (self.spec.bias, bias) {
+            (true, None) => {
+                return Err(invalid(
+                    "bias",
+                    format!(
+                        "kernel {} declares `bias: true`; pass a bias of N = {n} elements",
+                        self.name
+                    ),
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(invalid(
+                    "bias",
+                    format!("kernel {} declares no bias; pass None", self.name),
+                ));
+            }
+            (true, Some(b)) if b.len() != n => {
+                return Err(invalid(
+                    "bias",
+                    format!("bias holds {} elements; N = {n}", b.len()),
+                ));
+            }
+            _ => {}
+        }
+        let idx = self.select_index(m);
+        let t = &self.tiles[idx];
+        let stream = &self.stream;
+        let (a_ptr, _ra) = a.device_ptr(stream);
+        let (c_ptr, _rc) = c.device_ptr_mut(stream);
+        if a_ptr % 16 != 0 {
+            return Err(invalid(
+                "a",
+                format!("A must start 16-byte aligned (device address {a_ptr:#x})"),
+            ));
+        }
+        if c_ptr % 4 != 0 {
+            return Err(invalid(
+                "c",
+                format!("C must start 4-byte aligned (device address {c_ptr:#x})"),
+            ));
+        }
+        let (b_ptr, _rb) = w.b.device_ptr(stream);
+        let (s_ptr, _rs) = w.scales.device_ptr(stream);
+        let (z_ptr, _rz) = match &w.zeros {
+            Some(z) => {
+                let (p, r) = z.device_ptr(stream);
+                (p, Some(r))
+            }
+            None => (0, None),
+        };
+        let (bias_ptr, _rbias) = match bias {
+            Some(b) => {
+                let (p, r) = b.device_ptr(stream);
+                (p, Some(r))
+            }
+            None => (0, None),
+        };
+        // grid.y is limited to 65535: launch in chunks of rows.
+        let bm = t.tile.block_m as usize;
+        let rows_per_launch = 65535 * bm;
+        let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
+        let mut row = 0usize;
+        while row < m {
+            let rows = rows_per_launch.min(m - row);
+            let params = GemmParams {
+                a: a_ptr + (row * lda * 2) as u64,
+                b: b_ptr,
+                scales: s_ptr,
+                zeros: z_ptr,
+                bias: bias_ptr,
+                c: c_ptr + (row * ldc * 2) as u64,
+                m: rows as i32,
+                n: n as i32,
+                k: k as i32,
+                lda: lda as i32,
+                ldc: ldc as i32,
+            };
+            let cfg = LaunchConfig {
+                grid_dim: (grid_x, rows.div_ceil(bm) as u32, 1),
+                block_dim: (t.tile.threads(), 1, 1),
+                shared_mem_bytes: t.smem,
+            };
+            let mut builder = stream.launch_builder(&t.func);
+            builder.arg(&params);
+            // SAFETY: the kernel reads A[rows, lda], the packed weights, scales, zero points and bias,
+            // and writes C[rows, ldc] for columns < N only; every length and alignment was checked above.
+            unsafe { builder.launch(cfg) }.map_err(|e| Error::Driver {
+                context: format!("launching {} ({})", self.name, t.tile),
+                source: e,
+            })?;
+            row += rows;
+        }
+        Ok(())
+    }
+}
+
+/// The cache folder: `$HUMMING_CACHE_DIR`, else `$XDG_CACHE_HOME/humming`, else `$HOME/.cache/humming`,
+/// else the system temp folder.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("HUMMING_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("humming");
+    }
+    if let Some(d) = std::env::var_os("HOME") {
+        return PathBuf::from(d).join(".cache").join("humming");
+    }
+    std::env::temp_dir().join("humming")
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn nvrtc_arch(cap: u32) -> &'static str {
+    match cap {
+        80 => "sm_80",
+        86 => "sm_86",
+        87 => "sm_87",
+        89 => "sm_89",
+        90 => "sm_90a",
+        100 => "sm_100a",
+        103 => "sm_103a",
+        120 => "sm_120a",
+        121 => "sm_121a",
+        _ => "sm_80",
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+/// Compiles a generated source to PTX with NVRTC for compute capability `cap`, through a disk cache
+/// keyed by the source, the headers, the NVRTC version, the arch and the options
+/// (`<cache_dir>/nvrtc/<sha256>.ptx`).
+pub fn nvrtc_compile(name: &str, source: &str, cap: u32) -> Result<String> {
+    use sha2::Digest;
+    // SAFETY: only tries to dlopen libnvrtc.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::Nvrtc {
+            kernel: name.to_string(),
+            msg: "libnvrtc could not be loaded; install the CUDA NVRTC library (e.g. `pip install nvidia-cuda-nvrtc==13.0.88` and add its lib folder to LD_LIBRARY_PATH), or build with NVCC".into(),
+        });
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain out-parameters.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    let arch = nvrtc_arch(cap);
+    let options = vec!["-std=c++17".to_string(), "--dopt=on".to_string()];
+    let mut h = sha2::Sha256::new();
+    h.update(source.as_bytes());
+    for (p, c) in HEADERS {
+        h.update(p.as_bytes());
+        h.update(c.as_bytes());
+    }
+    h.update(format!("nvrtc {major}.{minor} {arch} {options:?}").as_bytes());
+    let key = crate::spec::hex(&h.finalize());
+    let dir = cache_dir().join("nvrtc");
+    let ptx_path = dir.join(format!("{key}.ptx"));
+    if let Ok(ptx) = std::fs::read_to_string(&ptx_path) {
+        return Ok(ptx);
+    }
+    let include = dir.join(format!("include-{}", &key[..16]));
+    for (p, c) in HEADERS {
+        let path = include.join(p);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+        }
+        std::fs::write(&path, c).map_err(io_err(&path))?;
+    }
+    let opts = cudarc::nvrtc::CompileOptions {
+        arch: Some(arch),
+        include_paths: vec![include.display().to_string()],
+        options,
+        name: Some(format!("{name}.cu")),
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| Error::Nvrtc {
+        kernel: name.to_string(),
+        msg: format!("{e:?}"),
+    })?;
+    let text = ptx.to_src();
+    write_atomic(&ptx_path, text.as_bytes())?;
+    let _ = std::fs::remove_dir_all(&include);
+    Ok(text)
+}

@@ -1,0 +1,340 @@
+//! The kernel's packed weight layout: [`QuantizedWeights::pack`] and its inverse
+//! [`PackedWeights::unpack`]. Bit for bit the layout that `cuda/humming/dequant.cuh` documents and
+//! `loader.cuh` / `gemm.cuh` read.
+//!
+//! # Shape rules
+//! `N % 64 == 0` and `K % 64 == 0` (whole 64 × 64 units).
+//!
+//! # B: units of 64 (K) × 64 (N)
+//! ```text
+//!            N/64 units along N ──────────▶
+//!          ┌──────────┬──────────┬─────┐
+//!  K/64    │ (ku=0,   │ (ku=0,   │ ... │   byte offset of unit (ku, nu) =
+//!  units   │  nu=0)   │  nu=1)   │     │     (ku * N/64 + nu) * 512 * bits
+//!  along K ├──────────┼──────────┼─────┤
+//!    │     │ (ku=1,   │ (ku=1,   │ ... │   each unit: 128 * bits little-endian u32 words
+//!    ▼     │  nu=0)   │  nu=1)   │     │
+//!          └──────────┴──────────┴─────┘
+//! ```
+//! A `bits`-bit *stored* code (the raw code for `uN`; raw code XOR `2^(bits-1)`, i.e. offset binary,
+//! for `iN`) is split into bit-plane parts by [`humming_spec::codegen::bit_parts`], lowest bits first
+//! (`3 = 2+1`, `5 = 4+1`, `6 = 4+2`, `7 = 4+2+1`, others one part). Inside a unit the parts follow one
+//! another:
+//! ```text
+//!  unit words: [ part 0: 128*s0 words ][ part 1: 128*s1 words ][ part 2: 128*s2 words ]
+//!               ^ word 0               ^ word 128*s0           ^ word 128*(s0+s1)
+//!  part of width s, for slab kk (0..4) and lane (0..32): s consecutive words
+//!     word = (kk*32 + lane)*s + q / (16/s)          q = nt*2 + r   (nt 0..8, r 0..2)
+//!  inside that word, 16/s slots j = q % (16/s):
+//!     bit 31                       16 15                         0
+//!     [ h=1 values: slot (16/s-1) .. slot 0 ][ h=0 values: slot (16/s-1) .. slot 0 ]
+//!     value of (q, h) at bits  j*s + 16*h  ..  j*s + 16*h + s
+//!  the value is (stored_code >> part_offset) & (2^s - 1), part_offset = sum of earlier widths
+//! ```
+//! Element of `(lane, kk, nt, r, h)` in unit `(ku, nu)`:
+//! `n = nu*64 + nt*8 + lane/4`, `k = ku*64 + kk*16 + 2*(lane%4) + 8*r + h`
+//! (the `mma.m16n8k16` B fragment of `lane`).
+//!
+//! # Scales (raw `u16` bits of the scale dtype)
+//! If [`humming_spec::codegen::scale_on_b`] (group scales, or channel scales with a float offset):
+//! `[groups][N]` (channel = 1 row) with the columns of each 64-wide block permuted so that a lane's 8
+//! channels `n = nt*8 + lane/4` are contiguous:
+//! ```text
+//!  dst[g*N + blk*64 + (j%8)*8 + j/8] = src[g*N + blk*64 + j]      j = 0..64
+//!  src column j:  0  1 .. 7 | 8  9 .. 15 | ...        dst position: 0  8 .. 56 | 1  9 .. 57 | ...
+//! ```
+//! Otherwise (channel scales applied in the epilogue) plain `[N]`, unpermuted.
+//!
+//! # Zero points (raw `u16` bits of the activation dtype, which is the scale dtype)
+//! Integer zero point `z` stored as the exact float value `z`; float offset stored as its value; both
+//! `[groups][N]` with the same column permutation as the scales. Empty without a zero point.
+
+use crate::error::{Result, invalid};
+use crate::quant::{QuantizedWeights, ZeroPoints, check_spec, from_bits16, groups_of, to_bits16};
+use humming_spec::codegen::{bit_parts, scale_on_b};
+use humming_spec::{DType, KernelSpec};
+
+/// Weights in the kernel's layout (see the module doc), ready to be copied to the device as is.
+///
+/// The fields are public raw buffers; [`PackedWeights::unpack`] re-checks all of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackedWeights {
+    /// Output channels N (a multiple of 64).
+    pub n: usize,
+    /// Input features K (a multiple of 64).
+    pub k: usize,
+    /// Packed codes: `N * K * bits / 8` bytes, `(K/64) * (N/64)` units of `512 * bits` bytes.
+    pub b: Vec<u8>,
+    /// Scale bits: `[groups][N]` permuted when `scale_on_b`, else plain `[N]`.
+    pub scales: Vec<u16>,
+    /// Zero-point bits: `[groups][N]` permuted; empty without a zero point.
+    pub zeros: Vec<u16>,
+}
+
+/// Position, within the packed `[groups][N]` rows, of column `j`: the permutation of the module doc.
+pub fn permuted_column(j: usize) -> usize {
+    let (blk, jj) = (j / 64, j % 64);
+    blk * 64 + (jj % 8) * 8 + jj / 8
+}
+
+/// Bytes of one packed 64 × 64 unit: `512 * bits`.
+pub const fn unit_bytes(bits: u32) -> usize {
+    512 * bits as usize
+}
+
+fn check_tiling(n: usize, k: usize) -> Result<()> {
+    if !n.is_multiple_of(64) {
+        return Err(invalid(
+            "n",
+            format!("the packed layout needs N % 64 == 0; found N = {n}"),
+        ));
+    }
+    if !k.is_multiple_of(64) {
+        return Err(invalid(
+            "k",
+            format!("the packed layout needs K % 64 == 0; found K = {k}"),
+        ));
+    }
+    Ok(())
+}
+
+fn xor_of(spec: &KernelSpec) -> u32 {
+    match spec.b {
+        DType::SInt { bits } => 1 << (bits - 1),
+        _ => 0,
+    }
+}
+
+/// Visits every element of the packed layout: `f(word, bit, width, part_offset, n, k)`.
+fn for_each_slot(
+    bits: u32,
+    n: usize,
+    k: usize,
+    mut f: impl FnMut(usize, u32, u32, u32, usize, usize),
+) {
+    let parts = bit_parts(bits);
+    let unit_words = 128 * bits as usize;
+    let units_n = n / 64;
+    for ku in 0..k / 64 {
+        for nu in 0..units_n {
+            let base = (ku * units_n + nu) * unit_words;
+            let mut off = 0u32;
+            for &s in &parts {
+                let per = 16 / s as usize;
+                let part_base = base + 128 * off as usize;
+                for kk in 0..4 {
+                    for lane in 0..32 {
+                        for nt in 0..8 {
+                            for r in 0..2 {
+                                let q = nt * 2 + r;
+                                let word = part_base + (kk * 32 + lane) * s as usize + q / per;
+                                for h in 0..2 {
+                                    let bit = (q % per) as u32 * s + 16 * h as u32;
+                                    let nn = nu * 64 + nt * 8 + lane / 4;
+                                    let kx = ku * 64 + kk * 16 + 2 * (lane % 4) + 8 * r + h;
+                                    f(word, bit, s, off, nn, kx);
+                                }
+                            }
+                        }
+                    }
+                }
+                off += s;
+            }
+        }
+    }
+}
+
+impl QuantizedWeights {
+    /// Packs the weights into the kernel's layout (see [`crate::pack`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] naming `n` or `k` when N or K is not a multiple of 64.
+    pub fn pack(&self) -> Result<PackedWeights> {
+        let (n, k) = (self.n, self.k);
+        check_tiling(n, k)?;
+        let bits = self.bits();
+        let xor = xor_of(&self.spec);
+        let mut words = vec![0u32; n * k * bits as usize / 32];
+        for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
+            let stored = u32::from(self.codes[nn * k + kx]) ^ xor;
+            words[word] |= ((stored >> off) & ((1 << s) - 1)) << bit;
+        });
+        let b = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let dt = self.spec.a;
+        let permute = |vals: Vec<f64>| -> Vec<u16> {
+            let mut out = vec![0u16; vals.len()];
+            for (i, v) in vals.into_iter().enumerate() {
+                let (g, j) = (i / n, i % n);
+                out[g * n + permuted_column(j)] = to_bits16(v, dt);
+            }
+            out
+        };
+        let scales = if scale_on_b(&self.spec) {
+            permute(self.scales.iter().map(|&s| f64::from(s)).collect())
+        } else {
+            self.scales
+                .iter()
+                .map(|&s| to_bits16(f64::from(s), dt))
+                .collect()
+        };
+        let zeros = match &self.zeros {
+            ZeroPoints::None => Vec::new(),
+            ZeroPoints::Integer(z) => permute(z.iter().map(|&z| f64::from(z)).collect()),
+            ZeroPoints::Float(m) => permute(m.iter().map(|&m| f64::from(m)).collect()),
+        };
+        Ok(PackedWeights {
+            n,
+            k,
+            b,
+            scales,
+            zeros,
+        })
+    }
+}
+
+impl PackedWeights {
+    /// Unpacks into plain weights for `spec` (the inverse of [`QuantizedWeights::pack`]), checking
+    /// every buffer.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] naming `spec` (unsupported), `n`/`k` (not multiples of 64, or
+    /// zero), `b`/`scales`/`zeros` (wrong length), `scales` (NaN/infinite bits) or `zeros` (an integer
+    /// zero point that is not an integer in `0..2^b`, or a non-finite offset).
+    pub fn unpack(&self, spec: &KernelSpec) -> Result<QuantizedWeights> {
+        check_spec(spec)?;
+        let (n, k) = (self.n, self.k);
+        if n == 0 {
+            return Err(invalid(
+                "n",
+                "N (output channels) must be positive, found 0",
+            ));
+        }
+        if k == 0 {
+            return Err(invalid("k", "K (input features) must be positive, found 0"));
+        }
+        check_tiling(n, k)?;
+        let bits = spec.b.bits();
+        let nk = n
+            .checked_mul(k)
+            .ok_or_else(|| invalid("k", format!("N * K = {n} * {k} overflows usize")))?;
+        let want_b = nk / 8 * bits as usize;
+        if self.b.len() != want_b {
+            return Err(invalid(
+                "b",
+                format!(
+                    "expected N * K * bits / 8 = {want_b} bytes for {n} x {k} {}, found {}",
+                    spec.b,
+                    self.b.len()
+                ),
+            ));
+        }
+        let words: Vec<u32> = self
+            .b
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let mut codes = vec![0u8; nk];
+        for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
+            let v = (words[word] >> bit) & ((1 << s) - 1);
+            codes[nn * k + kx] |= (v << off) as u8;
+        });
+        let xor = xor_of(spec) as u8;
+        if xor != 0 {
+            codes.iter_mut().for_each(|c| *c ^= xor);
+        }
+        let rows = groups_of(spec, k);
+        let dt = spec.a;
+        let on_b = scale_on_b(spec);
+        let want_s = if on_b { rows * n } else { n };
+        if self.scales.len() != want_s {
+            return Err(invalid(
+                "scales",
+                format!(
+                    "expected {want_s} scales ({}), found {}",
+                    if on_b { "groups * N" } else { "N" },
+                    self.scales.len()
+                ),
+            ));
+        }
+        let unpermute = |bits16: &[u16]| -> Vec<f64> {
+            let mut out = vec![0f64; bits16.len()];
+            for (i, o) in out.iter_mut().enumerate() {
+                let (g, j) = (i / n, i % n);
+                *o = from_bits16(bits16[g * n + permuted_column(j)], dt);
+            }
+            out
+        };
+        let scales: Vec<f64> = if on_b {
+            unpermute(&self.scales)
+        } else {
+            self.scales.iter().map(|&b| from_bits16(b, dt)).collect()
+        };
+        if let Some(i) = scales.iter().position(|s| !s.is_finite()) {
+            return Err(invalid(
+                "scales",
+                format!(
+                    "scale {} (for packed index group {}, column {}) is not finite",
+                    scales[i],
+                    i / n,
+                    i % n
+                ),
+            ));
+        }
+        let want_z = if spec.zero_point == humming_spec::ZeroPoint::None {
+            0
+        } else {
+            rows * n
+        };
+        if self.zeros.len() != want_z {
+            return Err(invalid(
+                "zeros",
+                format!("expected {want_z} zero points, found {}", self.zeros.len()),
+            ));
+        }
+        let zeros = match spec.zero_point {
+            humming_spec::ZeroPoint::None => ZeroPoints::None,
+            humming_spec::ZeroPoint::Integer => {
+                let limit = f64::from(1u32 << bits);
+                let vals = unpermute(&self.zeros);
+                let mut z = Vec::with_capacity(vals.len());
+                for (i, &v) in vals.iter().enumerate() {
+                    if !(v >= 0.0 && v < limit && v.fract() == 0.0) {
+                        return Err(invalid(
+                            "zeros",
+                            format!(
+                                "integer zero point {v} (group {}, column {}) is not an integer in 0..{limit}",
+                                i / n,
+                                i % n
+                            ),
+                        ));
+                    }
+                    z.push(v as u8);
+                }
+                ZeroPoints::Integer(z)
+            }
+            humming_spec::ZeroPoint::FloatOffset => {
+                let vals = unpermute(&self.zeros);
+                if let Some(i) = vals.iter().position(|m| !m.is_finite()) {
+                    return Err(invalid(
+                        "zeros",
+                        format!(
+                            "float offset {} (group {}, column {}) is not finite",
+                            vals[i],
+                            i / n,
+                            i % n
+                        ),
+                    ));
+                }
+                ZeroPoints::Float(vals.iter().map(|&m| m as f32).collect())
+            }
+        };
+        QuantizedWeights::from_parts(
+            spec,
+            n,
+            k,
+            codes,
+            scales.iter().map(|&s| s as f32).collect(),
+            zeros,
+        )
+    }
+}

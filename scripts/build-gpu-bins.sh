@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the GPU test, example and benchmark binaries here (the GPU machine has no Rust) and copies
+# them into .gpu/ (git-ignored), which the device call carries. NVCC (for the gemm!-declared kernels'
+# fatbins) comes from scripts/install-cuda-toolchain.sh.
+#   scripts/build-gpu-bins.sh            # tests + example + bench
+set -euo pipefail
+cd "$(dirname "$0")/.."
+eval "$(scripts/install-cuda-toolchain.sh --env)"
+export HUMMING_REQUIRE_NVCC=1
+mkdir -p .gpu
+rm -f .gpu/*
+build() { # cargo args...; copies every executable artifact
+  cargo "$@" --release --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys
+for l in sys.stdin:
+    try: m=json.loads(l)
+    except Exception: continue
+    if m.get("reason")=="compiler-artifact" and m.get("executable"): print(m["executable"])' \
+    | while read -r exe; do cp "$exe" .gpu/; echo "built $(basename "$exe")"; done
+}
+build test --no-run -p humming-runtime --test gpu_correctness
+for t in tests/gpu_*.rs; do [ -f "$t" ] && build test --no-run --test "$(basename "$t" .rs)"; done
+for e in examples/*.rs; do [ -f "$e" ] && build build --example "$(basename "$e" .rs)"; done
+cp scripts/gpu-run.sh .gpu/
+ls -la .gpu
