@@ -285,23 +285,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     }
 
     fn select_index(&self, m: usize) -> usize {
-        let mut best: Option<usize> = None;
-        for (i, t) in self.tiles.iter().enumerate() {
-            let bm = t.tile.block_m as usize;
-            best = match best {
-                None => Some(i),
-                Some(j) => {
-                    let bj = self.tiles[j].tile.block_m as usize;
-                    let better = if bm >= m && bj >= m {
-                        bm < bj
-                    } else {
-                        bm > bj && bj < m
-                    };
-                    if better { Some(i) } else { Some(j) }
-                }
-            };
-        }
-        best.unwrap_or(0)
+        let tiles: Vec<TileConfig> = self.tiles.iter().map(|t| t.tile).collect();
+        select_tile_index(&tiles, m)
     }
 
     /// Packs quantized weights into the kernel layout and uploads them.
@@ -384,97 +369,33 @@ impl<A: Element, C: Element> Gemm<A, C> {
         Ab: DevicePtr<A>,
         Cb: DevicePtrMut<C>,
     {
-        if w.spec != self.spec {
-            return Err(invalid(
-                "weights",
-                format!(
-                    "weights were packed for `{}`, not for kernel {}",
-                    w.spec, self.name
-                ),
-            ));
-        }
-        let (n, k) = (w.n, w.k);
-        if m == 0 {
+        if m == 0 && w.spec == self.spec {
             return Ok(());
         }
-        if m > i32::MAX as usize {
-            return Err(invalid("m", format!("m = {m} exceeds 2^31 - 1")));
-        }
-        if lda < k || lda % 8 != 0 || lda > i32::MAX as usize {
-            return Err(invalid(
-                "lda",
-                format!("lda = {lda} must be >= K = {k}, a multiple of 8 and below 2^31"),
-            ));
-        }
-        if ldc < n || ldc % 2 != 0 || ldc > i32::MAX as usize {
-            return Err(invalid(
-                "ldc",
-                format!("ldc = {ldc} must be >= N = {n}, even and below 2^31"),
-            ));
-        }
-        let need_a = (m - 1).checked_mul(lda).and_then(|x| x.checked_add(k));
-        if need_a.is_none_or(|need| a.len() < need) {
-            return Err(invalid(
-                "a",
-                format!(
-                    "A holds {} elements; m = {m}, lda = {lda}, K = {k} need {:?}",
-                    a.len(),
-                    need_a
-                ),
-            ));
-        }
-        let need_c = (m - 1).checked_mul(ldc).and_then(|x| x.checked_add(n));
-        if need_c.is_none_or(|need| c.len() < need) {
-            return Err(invalid(
-                "c",
-                format!(
-                    "C holds {} elements; m = {m}, ldc = {ldc}, N = {n} need {:?}",
-                    c.len(),
-                    need_c
-                ),
-            ));
-        }
-        match (self.spec.bias, bias) {
-            (true, None) => {
-                return Err(invalid(
-                    "bias",
-                    format!(
-                        "kernel {} declares `bias: true`; pass a bias of N = {n} elements",
-                        self.name
-                    ),
-                ));
-            }
-            (false, Some(_)) => {
-                return Err(invalid(
-                    "bias",
-                    format!("kernel {} declares no bias; pass None", self.name),
-                ));
-            }
-            (true, Some(b)) if b.len() != n => {
-                return Err(invalid(
-                    "bias",
-                    format!("bias holds {} elements; N = {n}", b.len()),
-                ));
-            }
-            _ => {}
-        }
-        let idx = self.select_index(m);
-        let t = &self.tiles[idx];
         let stream = &self.stream;
+        let (a_len, c_len) = (a.len(), c.len());
         let (a_ptr, _ra) = a.device_ptr(stream);
         let (c_ptr, _rc) = c.device_ptr_mut(stream);
-        if a_ptr % 16 != 0 {
-            return Err(invalid(
-                "a",
-                format!("A must start 16-byte aligned (device address {a_ptr:#x})"),
-            ));
-        }
-        if c_ptr % 4 != 0 {
-            return Err(invalid(
-                "c",
-                format!("C must start 4-byte aligned (device address {c_ptr:#x})"),
-            ));
-        }
+        check_launch(
+            &self.name,
+            &self.spec,
+            &w.spec,
+            &LaunchShape {
+                m,
+                n: w.n,
+                k: w.k,
+                lda,
+                ldc,
+                a_len,
+                c_len,
+                bias_len: bias.map(|b| b.len()),
+                a_addr: a_ptr,
+                c_addr: c_ptr,
+            },
+        )?;
+        let (n, k) = (w.n, w.k);
+        let idx = self.select_index(m);
+        let t = &self.tiles[idx];
         let (b_ptr, _rb) = w.b.device_ptr(stream);
         let (s_ptr, _rs) = w.scales.device_ptr(stream);
         let (z_ptr, _rz) = match &w.zeros {
@@ -528,6 +449,147 @@ impl<A: Element, C: Element> Gemm<A, C> {
         }
         Ok(())
     }
+}
+
+/// Index of the tile used for `m` rows: the smallest `block_m` that covers `m` (the first of equals),
+/// else the largest `block_m`. 0 for an empty list.
+pub fn select_tile_index(tiles: &[TileConfig], m: usize) -> usize {
+    let covering = tiles
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.block_m as usize >= m)
+        .min_by_key(|(i, t)| (t.block_m, *i));
+    let largest = tiles
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, t)| (t.block_m, std::cmp::Reverse(*i)));
+    covering.or(largest).map_or(0, |(i, _)| i)
+}
+
+/// The sizes, strides and addresses of one launch, as checked by [`check_launch`].
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchShape {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Output channels (columns of C), from the weights.
+    pub n: usize,
+    /// Input features, from the weights.
+    pub k: usize,
+    /// Row stride of A in elements.
+    pub lda: usize,
+    /// Row stride of C in elements.
+    pub ldc: usize,
+    /// Elements in the A buffer.
+    pub a_len: usize,
+    /// Elements in the C buffer.
+    pub c_len: usize,
+    /// Elements in the bias buffer, if one is passed.
+    pub bias_len: Option<usize>,
+    /// Device address of A.
+    pub a_addr: u64,
+    /// Device address of C.
+    pub c_addr: u64,
+}
+
+/// Checks one launch of kernel `name` (descriptor `kernel`) with weights packed for `weights`.
+///
+/// Pure: it needs no GPU. Every failure is an [`Error::InvalidArgument`] naming the argument:
+/// `weights` (packed for another descriptor), `m` (at least 2^31), `lda` (below K, not a multiple of 8),
+/// `ldc` (below N, odd), `a` / `c` (buffer too short for `m` rows, misaligned: A 16 bytes, C 4 bytes),
+/// `bias` (missing, unexpected, or not N elements). `m == 0` passes (nothing is launched).
+pub fn check_launch(
+    name: &str,
+    kernel: &KernelSpec,
+    weights: &KernelSpec,
+    s: &LaunchShape,
+) -> Result<()> {
+    let LaunchShape {
+        m, n, k, lda, ldc, ..
+    } = *s;
+    if weights != kernel {
+        return Err(invalid(
+            "weights",
+            format!("weights were packed for `{weights}`, not for kernel {name} (`{kernel}`)"),
+        ));
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    if m > i32::MAX as usize {
+        return Err(invalid("m", format!("m = {m} exceeds 2^31 - 1")));
+    }
+    if lda < k || lda % 8 != 0 || lda > i32::MAX as usize {
+        return Err(invalid(
+            "lda",
+            format!("lda = {lda} must be >= K = {k}, a multiple of 8 and below 2^31"),
+        ));
+    }
+    if ldc < n || ldc % 2 != 0 || ldc > i32::MAX as usize {
+        return Err(invalid(
+            "ldc",
+            format!("ldc = {ldc} must be >= N = {n}, even and below 2^31"),
+        ));
+    }
+    let need_a = (m - 1).checked_mul(lda).and_then(|x| x.checked_add(k));
+    if need_a.is_none_or(|need| s.a_len < need) {
+        return Err(invalid(
+            "a",
+            format!(
+                "A holds {} elements; m = {m}, lda = {lda}, K = {k} need {need_a:?}",
+                s.a_len
+            ),
+        ));
+    }
+    let need_c = (m - 1).checked_mul(ldc).and_then(|x| x.checked_add(n));
+    if need_c.is_none_or(|need| s.c_len < need) {
+        return Err(invalid(
+            "c",
+            format!(
+                "C holds {} elements; m = {m}, ldc = {ldc}, N = {n} need {need_c:?}",
+                s.c_len
+            ),
+        ));
+    }
+    match (kernel.bias, s.bias_len) {
+        (true, None) => {
+            return Err(invalid(
+                "bias",
+                format!("kernel {name} declares `bias: true`; pass a bias of N = {n} elements"),
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(invalid(
+                "bias",
+                format!("kernel {name} declares no bias; pass None"),
+            ));
+        }
+        (true, Some(len)) if len != n => {
+            return Err(invalid(
+                "bias",
+                format!("bias holds {len} elements; N = {n}"),
+            ));
+        }
+        _ => {}
+    }
+    if s.a_addr % 16 != 0 {
+        return Err(invalid(
+            "a",
+            format!(
+                "A must start 16-byte aligned (device address {:#x})",
+                s.a_addr
+            ),
+        ));
+    }
+    if s.c_addr % 4 != 0 {
+        return Err(invalid(
+            "c",
+            format!(
+                "C must start 4-byte aligned (device address {:#x})",
+                s.c_addr
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The cache folder: `$HUMMING_CACHE_DIR`, else `$XDG_CACHE_HOME/humming`, else `$HOME/.cache/humming`,

@@ -1,0 +1,228 @@
+//! Launch argument checks (no GPU needed): every check returns a typed error naming its argument.
+
+use humming_runtime::Error;
+use humming_runtime::cuda::{LaunchShape, check_launch, select_tile_index};
+use humming_runtime::spec::{KernelSpec, TileConfig, parse_kernel_str};
+
+fn spec(fields: &str) -> KernelSpec {
+    parse_kernel_str(fields).unwrap()
+}
+
+fn ok_shape() -> LaunchShape {
+    LaunchShape {
+        m: 5,
+        n: 128,
+        k: 256,
+        lda: 256,
+        ldc: 128,
+        a_len: 5 * 256,
+        c_len: 5 * 128,
+        bias_len: None,
+        a_addr: 0x1000,
+        c_addr: 0x2000,
+    }
+}
+
+fn arg_of(r: Result<(), Error>) -> &'static str {
+    match r {
+        Err(Error::InvalidArgument { arg, .. }) => arg,
+        other => panic!("expected an InvalidArgument error, got {other:?}"),
+    }
+}
+
+#[test]
+fn valid_launch_passes() {
+    let s = spec("a: f16, b: u4, scale: group(128)");
+    check_launch("K", &s, &s, &ok_shape()).unwrap();
+    // Strided rows: only (m - 1) * lda + K elements are needed.
+    let shape = LaunchShape {
+        lda: 264,
+        a_len: 4 * 264 + 256,
+        ldc: 130,
+        c_len: 4 * 130 + 128,
+        ..ok_shape()
+    };
+    check_launch("K", &s, &s, &shape).unwrap();
+}
+
+#[test]
+fn every_check_names_its_argument() {
+    let s = spec("a: f16, b: u4, scale: group(128)");
+    let biased = spec("a: f16, b: u4, scale: group(128), bias: true");
+    let other = spec("a: f16, b: u4, scale: group(64)");
+    let base = ok_shape();
+    assert_eq!(arg_of(check_launch("K", &s, &other, &base)), "weights");
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape { m: 1 << 31, ..base }
+        )),
+        "m"
+    );
+    assert_eq!(
+        arg_of(check_launch("K", &s, &s, &LaunchShape { lda: 255, ..base })),
+        "lda"
+    );
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape {
+                lda: 260,
+                a_len: 10_000,
+                ..base
+            }
+        )),
+        "lda"
+    );
+    assert_eq!(
+        arg_of(check_launch("K", &s, &s, &LaunchShape { ldc: 127, ..base })),
+        "ldc"
+    );
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape {
+                ldc: 129,
+                c_len: 10_000,
+                ..base
+            }
+        )),
+        "ldc"
+    );
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape {
+                a_len: 5 * 256 - 1,
+                ..base
+            }
+        )),
+        "a"
+    );
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape {
+                c_len: 5 * 128 - 1,
+                ..base
+            }
+        )),
+        "c"
+    );
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape {
+                a_addr: 0x1008,
+                ..base
+            }
+        )),
+        "a"
+    );
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape {
+                c_addr: 0x2002,
+                ..base
+            }
+        )),
+        "c"
+    );
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &s,
+            &s,
+            &LaunchShape {
+                bias_len: Some(128),
+                ..base
+            }
+        )),
+        "bias"
+    );
+    assert_eq!(arg_of(check_launch("K", &biased, &biased, &base)), "bias");
+    assert_eq!(
+        arg_of(check_launch(
+            "K",
+            &biased,
+            &biased,
+            &LaunchShape {
+                bias_len: Some(127),
+                ..base
+            }
+        )),
+        "bias"
+    );
+    check_launch(
+        "K",
+        &biased,
+        &biased,
+        &LaunchShape {
+            bias_len: Some(128),
+            ..base
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn m_zero_needs_no_buffers() {
+    let s = spec("a: bf16, b: i8, scale: channel");
+    let shape = LaunchShape {
+        m: 0,
+        a_len: 0,
+        c_len: 0,
+        ..ok_shape()
+    };
+    check_launch("K", &s, &s, &shape).unwrap();
+}
+
+#[test]
+fn overflowing_sizes_are_errors_not_panics() {
+    let s = spec("a: f16, b: u4, scale: group(128)");
+    let shape = LaunchShape {
+        m: i32::MAX as usize,
+        lda: i32::MAX as usize - 7,
+        k: 256,
+        ..ok_shape()
+    };
+    assert_eq!(arg_of(check_launch("K", &s, &s, &shape)), "a");
+}
+
+#[test]
+fn tile_selection_by_m() {
+    let t = |bm: u16| TileConfig {
+        block_m: bm,
+        block_n: 128,
+        block_k: 64,
+        warp_m: bm.min(64),
+        warp_n: 64,
+        warp_k: 64,
+        stages: 4,
+    };
+    let tiles = [t(16), t(32), t(64)];
+    assert_eq!(select_tile_index(&tiles, 1), 0);
+    assert_eq!(select_tile_index(&tiles, 16), 0);
+    assert_eq!(select_tile_index(&tiles, 17), 1);
+    assert_eq!(select_tile_index(&tiles, 33), 2);
+    assert_eq!(select_tile_index(&tiles, 5000), 2);
+    let unordered = [t(64), t(16), t(16)];
+    assert_eq!(select_tile_index(&unordered, 3), 1);
+    assert_eq!(select_tile_index(&unordered, 100), 0);
+    assert_eq!(select_tile_index(&[], 3), 0);
+}
