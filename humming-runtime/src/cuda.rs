@@ -571,7 +571,7 @@ pub fn check_launch(
         }
         _ => {}
     }
-    if s.a_addr % 16 != 0 {
+    if !s.a_addr.is_multiple_of(16) {
         return Err(invalid(
             "a",
             format!(
@@ -580,7 +580,7 @@ pub fn check_launch(
             ),
         ));
     }
-    if s.c_addr % 4 != 0 {
+    if !s.c_addr.is_multiple_of(4) {
         return Err(invalid(
             "c",
             format!(
