@@ -1,0 +1,6 @@
+humming::gemm! {
+    #[cfg(any())]
+    pub kernel W { a: f16, b: u0 }
+}
+
+fn main() {}

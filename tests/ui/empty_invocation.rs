@@ -1,0 +1,3 @@
+humming::gemm! {}
+
+fn main() {}

@@ -1,0 +1,5 @@
+humming::gemm! {
+    pub kernel W { b: u4 }
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+humming::gemm! {
+    pub kernel W {
+        a: f16,
+        b: u4,
+        tiles: [
+            tile(block = (16, 128, 64), warp = (16, 64, 64), stages = 4),
+            tile(warp = (16, 64, 64)),
+        ],
+    }
+}
+
+fn main() {}

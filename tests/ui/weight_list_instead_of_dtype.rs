@@ -1,0 +1,5 @@
+humming::gemm! {
+    pub kernel W { a: f16, b: [u4] }
+}
+
+fn main() {}
