@@ -29,6 +29,9 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 //   zeros  integer zero points (as exact A-dtype values) or float offsets, [ceil(K/G), N] permuted
 //   bias   [N] in C dtype (or null)
 //   c      [M, ldc]   row-major output
+//   workspace  f32 partial tiles of split-K, [splits][tiles][BM * BN] (unused when splits == 1)
+//   locks      one int per output tile, zero before the launch; the kernel leaves them zero
+//   splits     number of K splits (gridDim.z)
 struct GemmParams {
   const void* a;
   const void* b;
@@ -36,11 +39,14 @@ struct GemmParams {
   const void* zeros;
   const void* bias;
   void* c;
+  float* workspace;
+  int* locks;
   int m;
   int n;
   int k;
   int lda;
   int ldc;
+  int splits;
 };
 
 // Everything about the number formats of one kernel.

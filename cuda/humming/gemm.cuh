@@ -7,6 +7,11 @@
 // registers (magic-number trick, zero point, group scale), loads A with ldmatrix.x4 and issues
 // mma.sync m16n8k16 with f32 accumulation. Warps along K are reduced through shared memory; the
 // epilogue applies the channel scale, bias and fused activation in f32 and writes C rows < M only.
+//
+// Split-K (gridDim.z = splits > 1, for grids too small to fill the GPU): split s walks its own range
+// of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
+// atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
+// arrival order), runs the epilogue and resets the tile's ticket to zero for the next launch.
 #pragma once
 #include "common.cuh"
 #include "dequant.cuh"
@@ -71,10 +76,14 @@ struct Gemm {
     const float code_bias = Q::kSigned ? static_cast<float>(1 << (Q::kBits - 1)) : 0.0f;
     const u32 bias2 = H::from_floats(CF::kOffset + code_bias, CF::kOffset + code_bias);
 
-    const int iters = (p.k + Tl::BK - 1) / Tl::BK;
+    const int iters_total = (p.k + Tl::BK - 1) / Tl::BK;
+    const int split = blockIdx.z;
+    const int it_begin = static_cast<int>(static_cast<long long>(iters_total) * split / p.splits);
+    const int it_end = static_cast<int>(static_cast<long long>(iters_total) * (split + 1) / p.splits);
+    const int iters = it_end - it_begin;
 #pragma unroll
     for (int s = 0; s < Tl::STAGES - 1; ++s) {
-      if (s < iters) load_stage<Q, Tl, kThreads>(smem + s * L::kStageBytes, p, s * Tl::BK, m0, n0);
+      if (s < iters) load_stage<Q, Tl, kThreads>(smem + s * L::kStageBytes, p, (it_begin + s) * Tl::BK, m0, n0);
       cp_async_commit();
     }
 
@@ -82,11 +91,13 @@ struct Gemm {
       cp_async_wait<Tl::STAGES - 2>();
       __syncthreads();
       const int next = it + Tl::STAGES - 1;
-      if (next < iters) load_stage<Q, Tl, kThreads>(smem + (next % Tl::STAGES) * L::kStageBytes, p, next * Tl::BK, m0, n0);
+      if (next < iters) {
+        load_stage<Q, Tl, kThreads>(smem + (next % Tl::STAGES) * L::kStageBytes, p, (it_begin + next) * Tl::BK, m0, n0);
+      }
       cp_async_commit();
 
       const char* st = smem + (it % Tl::STAGES) * L::kStageBytes;
-      const int k0 = it * Tl::BK;
+      const int k0 = (it_begin + it) * Tl::BK;
       if (!n_valid || k0 + kw * 64 >= p.k) continue;
       const u32* unit = reinterpret_cast<const u32*>(st + L::kBOffset + (kw * kWarpsN + wn) * L::kUnitBytes);
       const char* a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
@@ -169,6 +180,48 @@ struct Gemm {
               for (int j = 0; j < 4; ++j)
                 acc[mt][nt][j] += red[(((k2 - 1) * kSlots + slot_base + mt * 8 + nt) * 4 + j) * 32 + lane];
       }
+    }
+
+    // Split-K: publish this split's partial tile; the last split of the tile reduces them in order.
+    if (p.splits > 1) {
+      __shared__ int s_last;
+      const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+      const int tiles = gridDim.x * gridDim.y;
+      constexpr int kTileFloats = Tl::BM * Tl::BN;
+      const int slot_base = (wm * kWarpsN + wn) * kMTiles * 8;
+      if (kw == 0 && n_valid) {
+        float* ws = p.workspace + (static_cast<long long>(split) * tiles + tile) * kTileFloats;
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) __stcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane, acc[mt][nt][j]);
+      }
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) s_last = atomicAdd(p.locks + tile, 1) == p.splits - 1;
+      __syncthreads();
+      if (!s_last) return;
+      __threadfence();
+      if (kw == 0 && n_valid) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+        for (int s = 0; s < p.splits; ++s) {
+          const float* ws = p.workspace + (static_cast<long long>(s) * tiles + tile) * kTileFloats;
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+              for (int j = 0; j < 4; ++j) acc[mt][nt][j] += __ldcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane);
+        }
+      }
+      if (threadIdx.x == 0) p.locks[tile] = 0;
     }
     if (kw != 0 || !n_valid) return;
 

@@ -62,11 +62,14 @@ pub struct GemmParams {
     zeros: u64,
     bias: u64,
     c: u64,
+    workspace: u64,
+    locks: u64,
     m: i32,
     n: i32,
     k: i32,
     lda: i32,
     ldc: i32,
+    splits: i32,
 }
 
 // SAFETY: plain #[repr(C)] data of integers, identical in layout to the CUDA struct.
@@ -97,6 +100,9 @@ pub struct Gemm<A: Element, C: Element> {
     spec: KernelSpec,
     tiles: Vec<LoadedTile>,
     source: ModuleSource,
+    sms: usize,
+    split_k: std::sync::atomic::AtomicBool,
+    workspace: std::sync::Mutex<Workspace>,
     _types: PhantomData<fn(A) -> C>,
 }
 
@@ -244,14 +250,96 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 format!("no tile configuration of {name} fits in {optin} bytes of shared memory"),
             ));
         }
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_err("reading the multiprocessor count"))? as usize;
         Ok(Gemm {
             stream: stream.clone(),
             name: name.to_string(),
             spec,
             tiles,
             source: how,
+            sms,
+            split_k: std::sync::atomic::AtomicBool::new(true),
+            workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
         })
+    }
+
+    /// Turns split-K on (the default) or off. With it off, every row of C is reduced over K in the
+    /// same order whatever M is (with one fixed tile, results are then batch-invariant). With it on,
+    /// results are still deterministic: partials are summed in a fixed split order.
+    pub fn set_split_k(&self, on: bool) {
+        self.split_k.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Makes sure the split-K workspace covers launches of up to `max_m` rows of an `[n, k]` weight, so
+    /// that no allocation happens later (needed before capturing launches into a CUDA graph).
+    pub fn reserve(&self, max_m: usize, n: usize, k: usize) -> Result<()> {
+        for m in [1, 8, 16, 32, 64, 128, 256, max_m] {
+            let m = m.min(max_m.max(1));
+            let t = self.tiles[self.select_index(m)].tile;
+            let splits = self.splits_for(&t, m, n, k);
+            self.workspace_ptrs(&t, m, n, splits)?;
+        }
+        Ok(())
+    }
+
+    fn splits_for(&self, t: &TileConfig, m: usize, n: usize, k: usize) -> usize {
+        if self.split_k.load(std::sync::atomic::Ordering::Relaxed) {
+            choose_splits(t, m, n, k, self.sms)
+        } else {
+            1
+        }
+    }
+
+    /// Device pointers of a workspace of `splits` partial tiles and its tickets, growing it if needed.
+    /// Retired buffers are kept until the `Gemm` is dropped, so graphs captured earlier stay valid.
+    fn workspace_ptrs(
+        &self,
+        t: &TileConfig,
+        m: usize,
+        n: usize,
+        splits: usize,
+    ) -> Result<(u64, u64)> {
+        if splits <= 1 {
+            return Ok((0, 0));
+        }
+        let tiles = n.div_ceil(t.block_n as usize) * m.div_ceil(t.block_m as usize).min(65535);
+        let floats = splits * tiles * t.block_m as usize * t.block_n as usize;
+        let mut ws = self.workspace.lock().map_err(|_| {
+            invalid(
+                "workspace",
+                "the split-K workspace lock was poisoned by a panic",
+            )
+        })?;
+        if ws.partials.as_ref().is_none_or(|p| p.len() < floats) {
+            let p = self
+                .stream
+                .alloc_zeros::<f32>(floats.max(1 << 16))
+                .map_err(driver_err("allocating the split-K workspace"))?;
+            if let Some(old) = ws.partials.replace(p) {
+                ws.retired_f32.push(old);
+            }
+        }
+        if ws.locks.as_ref().is_none_or(|l| l.len() < tiles) {
+            let l = self
+                .stream
+                .alloc_zeros::<i32>(tiles.max(4096))
+                .map_err(driver_err("allocating split-K tickets"))?;
+            if let Some(old) = ws.locks.replace(l) {
+                ws.retired_i32.push(old);
+            }
+        }
+        let (Some(p), Some(l)) = (&ws.partials, &ws.locks) else {
+            return Err(invalid(
+                "workspace",
+                "split-K workspace missing after allocation",
+            ));
+        };
+        let (pp, _r1) = p.device_ptr(&self.stream);
+        let (lp, _r2) = l.device_ptr(&self.stream);
+        Ok((pp, lp))
     }
 
     /// The kernel's descriptor.
@@ -416,6 +504,9 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let bm = t.tile.block_m as usize;
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
+        let splits = self.splits_for(&t.tile, m, n, k);
+        let (ws_ptr, locks_ptr) =
+            self.workspace_ptrs(&t.tile, m.min(rows_per_launch), n, splits)?;
         let mut row = 0usize;
         while row < m {
             let rows = rows_per_launch.min(m - row);
@@ -426,14 +517,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 zeros: z_ptr,
                 bias: bias_ptr,
                 c: c_ptr + (row * ldc * 2) as u64,
+                workspace: ws_ptr,
+                locks: locks_ptr,
                 m: rows as i32,
                 n: n as i32,
                 k: k as i32,
                 lda: lda as i32,
                 ldc: ldc as i32,
+                splits: splits as i32,
             };
             let cfg = LaunchConfig {
-                grid_dim: (grid_x, rows.div_ceil(bm) as u32, 1),
+                grid_dim: (grid_x, rows.div_ceil(bm) as u32, splits as u32),
                 block_dim: (t.tile.threads(), 1, 1),
                 shared_mem_bytes: t.smem,
             };
@@ -449,6 +543,28 @@ impl<A: Element, C: Element> Gemm<A, C> {
         }
         Ok(())
     }
+}
+
+/// Split-K workspace of a [`Gemm`].
+#[derive(Default)]
+struct Workspace {
+    partials: Option<CudaSlice<f32>>,
+    locks: Option<CudaSlice<i32>>,
+    retired_f32: Vec<CudaSlice<f32>>,
+    retired_i32: Vec<CudaSlice<i32>>,
+}
+
+/// Number of K splits for a launch: 1 when the output tiles alone give the GPU enough CTAs
+/// (at least two per multiprocessor), else enough splits to reach about four CTAs per
+/// multiprocessor, at most 16 and at most one split per `block_k` step.
+pub fn choose_splits(t: &TileConfig, m: usize, n: usize, k: usize, sms: usize) -> usize {
+    let tiles = n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize);
+    let steps = k.div_ceil(t.block_k.max(1) as usize);
+    let target = 4 * sms.max(1);
+    if tiles == 0 || 2 * tiles >= target {
+        return 1;
+    }
+    (target / tiles).clamp(1, 16).min(steps.max(1))
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m` (the first of equals),

@@ -226,3 +226,27 @@ fn tile_selection_by_m() {
     assert_eq!(select_tile_index(&unordered, 100), 0);
     assert_eq!(select_tile_index(&[], 3), 0);
 }
+
+#[test]
+fn split_k_fills_small_grids_only() {
+    use humming_runtime::cuda::choose_splits;
+    let t = TileConfig {
+        block_m: 16,
+        block_n: 128,
+        block_k: 128,
+        warp_m: 16,
+        warp_n: 64,
+        warp_k: 64,
+        stages: 4,
+    };
+    // 8192 x 8192 at M = 1: 64 tiles on 132 SMs -> split to about 4 CTAs per SM.
+    assert_eq!(choose_splits(&t, 1, 8192, 8192, 132), 8);
+    // Enough tiles already: no split.
+    assert_eq!(choose_splits(&t, 1, 65536, 4096, 132), 1);
+    assert_eq!(choose_splits(&t, 4096, 8192, 8192, 132), 1);
+    // Never more splits than BK steps, never more than 16.
+    assert_eq!(choose_splits(&t, 1, 64, 576, 132), 5);
+    assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 132), 16);
+    // Degenerate inputs do not panic.
+    assert_eq!(choose_splits(&t, 0, 0, 0, 0), 1);
+}
