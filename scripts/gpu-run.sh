@@ -19,7 +19,7 @@ run_tests() {
 sanitize() {
   t=$(ls .gpu/gpu_correctness-* | head -n 1)
   echo "== compute-sanitizer memcheck (reduced set)"
-  HUMMING_GPU_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" --test-threads=1 gpu_matrix_w3 gpu_matrix_w4 gpu_matrix_w8 2>&1 \
+  HUMMING_GPU_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" --test-threads=1 gpu_matrix_w3_f16 gpu_matrix_w4_bf16 gpu_matrix_w8_bf16 gpu_matrix_w5_f16 2>&1 \
     | tee "$out/sanitizer.log" | tail -n 15; s=${PIPESTATUS[0]}
   [ "$s" = 0 ] || rc=1
 }

@@ -1,0 +1,160 @@
+//! Tile exploration: times one weight format under several tile configurations (compiled at run time
+//! with NVRTC) on the given shapes, by CUDA-graph replay with weights rotated through more memory than
+//! the L2 cache. A development tool for choosing the default tiles; `examples/bench.rs` is the
+//! benchmark that compares against cuBLAS and humming-kernels.
+//!
+//! ```text
+//! cargo run --release --example tune -- --format "a: f16, b: i4, scale: group(128)" \
+//!     --tiles "16,128,128,4;16,64,256,4" --shapes 8192x8192 --ms 1,16
+//! ```
+
+use clap::Parser;
+use half::f16;
+use humming::cuda::{self, Gemm};
+use humming::quant::QuantizedWeights;
+use humming::spec::parse_kernel_str;
+
+#[derive(Parser)]
+struct Args {
+    /// Weight format, as gemm! fields (without `tiles`).
+    #[arg(long, default_value = "a: f16, b: i4, scale: group(128)")]
+    format: String,
+    /// Tile configurations `bm,bn,bk,stages[,warp_m]` separated by `;`. Empty: the defaults.
+    #[arg(long, default_value = "")]
+    tiles: String,
+    /// Shapes `NxK`, comma separated.
+    #[arg(long, default_value = "4096x4096,8192x8192,28672x4096,4096x14336")]
+    shapes: String,
+    /// Values of M, comma separated.
+    #[arg(long, default_value = "1,16,64,256")]
+    ms: String,
+    /// Also time with split-K off.
+    #[arg(long)]
+    no_split: bool,
+}
+
+fn parse_list<T: std::str::FromStr>(s: &str) -> Vec<T> {
+    s.split(',').filter(|x| !x.is_empty()).filter_map(|x| x.trim().parse().ok()).collect()
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let stream = match cuda::default_stream(0) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("no GPU: {e}");
+            return Ok(());
+        }
+    };
+    let ctx = stream.context().clone();
+    // SAFETY: called before any buffer used in graph capture is allocated.
+    unsafe { ctx.disable_event_tracking() };
+    let bw = copy_bandwidth(&stream)?;
+    println!("copy bandwidth {:.2} TB/s (read + write)", bw / 1e12);
+    let tile_specs: Vec<String> = if args.tiles.is_empty() {
+        vec![String::new()]
+    } else {
+        args.tiles
+            .split(';')
+            .map(|t| {
+                let v: Vec<u32> = parse_list(t);
+                let wm = v.get(4).copied().unwrap_or(v[0].min(64));
+                format!(
+                    ", tiles: [tile(block = ({}, {}, {}), warp = ({wm}, 64, 64), stages = {})]",
+                    v[0], v[1], v[2], v[3]
+                )
+            })
+            .collect()
+    };
+    let mut rng = Lcg(7);
+    for shape in args.shapes.split(',') {
+        let Some((n, k)) = shape.split_once('x') else { continue };
+        let (n, k): (usize, usize) = (n.parse()?, k.parse()?);
+        let base = parse_kernel_str(&args.format)?;
+        let w: Vec<f32> = (0..n * k).map(|_| 0.02 * rng.next()).collect();
+        let q = QuantizedWeights::quantize(&base, n, k, &w)?;
+        let packed = q.pack()?;
+        let wbytes = packed.b.len() + 2 * packed.scales.len() + 2 * packed.zeros.len();
+        let copies = (512usize << 20).div_ceil(wbytes).clamp(2, 16);
+        for ts in &tile_specs {
+            let spec = parse_kernel_str(&format!("{}{ts}", args.format))?;
+            let gemm = Gemm::<f16, f16>::compile(&stream, "tune", spec)?;
+            let qs = QuantizedWeights::from_parts(&spec, n, k, q.codes().to_vec(), q.scales().to_vec(), q.zeros().clone())?;
+            let dws: Vec<_> = (0..copies).map(|_| gemm.upload(&qs)).collect::<Result<_, _>>()?;
+            for &m in &parse_list::<usize>(&args.ms) {
+                for split in [true, false] {
+                    if !split && !args.no_split {
+                        continue;
+                    }
+                    gemm.set_split_k(split);
+                    gemm.reserve(m, n, k)?;
+                    let a = stream.clone_htod(&(0..m * k).map(|_| f16::from_f32(rng.next())).collect::<Vec<_>>())?;
+                    let mut c = stream.alloc_zeros::<f16>(m * n)?;
+                    let us = graph_time_us(&stream, 20, |i| gemm.run(&a, m, &dws[i % copies], None, &mut c))?;
+                    let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
+                    let t = gemm.select_tile(m);
+                    let splits = if split { cuda::choose_splits(&t, m, n, k, 132) } else { 1 };
+                    println!(
+                        "{n:>6}x{k:<6} M={m:<5} {t} splits={splits:<2} {us:8.2} us  floor {floor:6.2} us  {:5.1}% of floor",
+                        floor / us * 100.0
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn copy_bandwidth(stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> Result<f64, Box<dyn std::error::Error>> {
+    let n = 1usize << 30;
+    let src = stream.alloc_zeros::<u8>(n)?;
+    let mut dst = stream.alloc_zeros::<u8>(n)?;
+    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let e0 = stream.record_event(flags)?;
+        stream.memcpy_dtod(&src, &mut dst)?;
+        let e1 = stream.record_event(flags)?;
+        best = best.min(e0.elapsed_ms(&e1)? as f64);
+    }
+    Ok(2.0 * n as f64 / (best * 1e-3))
+}
+
+/// Median microseconds per launch over 15 replays of a graph of `reps` launches.
+fn graph_time_us(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    reps: usize,
+    mut launch: impl FnMut(usize) -> humming::Result<()>,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    for i in 0..3 {
+        launch(i)?;
+    }
+    stream.synchronize()?;
+    stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    for i in 0..reps {
+        launch(i)?;
+    }
+    let graph = stream
+        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)?
+        .ok_or("empty graph")?;
+    graph.launch()?;
+    stream.synchronize()?;
+    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let mut ts = Vec::new();
+    for _ in 0..15 {
+        let e0 = stream.record_event(flags)?;
+        graph.launch()?;
+        let e1 = stream.record_event(flags)?;
+        ts.push(e0.elapsed_ms(&e1)? as f64 * 1e3 / reps as f64);
+    }
+    ts.sort_by(f64::total_cmp);
+    Ok(ts[ts.len() / 2])
+}
