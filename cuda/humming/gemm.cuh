@@ -196,7 +196,12 @@ struct Gemm {
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) __stcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane, acc[mt][nt][j]);
+            for (int j = 0; j < 4; ++j) {
+              // Rows past M carry nothing: skip them (at M = 1 this cuts the partial traffic 16-fold).
+              if (m0 + wm * Tl::WM + mt * 16 + (lane >> 2) + (j >> 1) * 8 < p.m) {
+                __stcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane, acc[mt][nt][j]);
+              }
+            }
       }
       __threadfence();
       __syncthreads();
@@ -218,7 +223,11 @@ struct Gemm {
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-              for (int j = 0; j < 4; ++j) acc[mt][nt][j] += __ldcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane);
+              for (int j = 0; j < 4; ++j) {
+                if (m0 + wm * Tl::WM + mt * 16 + (lane >> 2) + (j >> 1) * 8 < p.m) {
+                  acc[mt][nt][j] += __ldcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane);
+                }
+              }
         }
       }
       if (threadIdx.x == 0) p.locks[tile] = 0;
