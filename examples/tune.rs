@@ -34,13 +34,19 @@ struct Args {
 }
 
 fn parse_list<T: std::str::FromStr>(s: &str) -> Vec<T> {
-    s.split(',').filter(|x| !x.is_empty()).filter_map(|x| x.trim().parse().ok()).collect()
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .filter_map(|x| x.trim().parse().ok())
+        .collect()
 }
 
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
 }
@@ -76,7 +82,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut rng = Lcg(7);
     for shape in args.shapes.split(',') {
-        let Some((n, k)) = shape.split_once('x') else { continue };
+        let Some((n, k)) = shape.split_once('x') else {
+            continue;
+        };
         let (n, k): (usize, usize) = (n.parse()?, k.parse()?);
         let base = parse_kernel_str(&args.format)?;
         let w: Vec<f32> = (0..n * k).map(|_| 0.02 * rng.next()).collect();
@@ -87,8 +95,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for ts in &tile_specs {
             let spec = parse_kernel_str(&format!("{}{ts}", args.format))?;
             let gemm = Gemm::<f16, f16>::compile(&stream, "tune", spec)?;
-            let qs = QuantizedWeights::from_parts(&spec, n, k, q.codes().to_vec(), q.scales().to_vec(), q.zeros().clone())?;
-            let dws: Vec<_> = (0..copies).map(|_| gemm.upload(&qs)).collect::<Result<_, _>>()?;
+            let qs = QuantizedWeights::from_parts(
+                &spec,
+                n,
+                k,
+                q.codes().to_vec(),
+                q.scales().to_vec(),
+                q.zeros().clone(),
+            )?;
+            let dws: Vec<_> = (0..copies)
+                .map(|_| gemm.upload(&qs))
+                .collect::<Result<_, _>>()?;
             for &m in &parse_list::<usize>(&args.ms) {
                 for split in [true, false] {
                     if !split && !args.no_split {
@@ -96,12 +113,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     gemm.set_split_k(split);
                     gemm.reserve(m, n, k)?;
-                    let a = stream.clone_htod(&(0..m * k).map(|_| f16::from_f32(rng.next())).collect::<Vec<_>>())?;
+                    let a = stream.clone_htod(
+                        &(0..m * k)
+                            .map(|_| f16::from_f32(rng.next()))
+                            .collect::<Vec<_>>(),
+                    )?;
                     let mut c = stream.alloc_zeros::<f16>(m * n)?;
-                    let us = graph_time_us(&stream, 20, |i| gemm.run(&a, m, &dws[i % copies], None, &mut c))?;
+                    let us = graph_time_us(&stream, 20, |i| {
+                        gemm.run(&a, m, &dws[i % copies], None, &mut c)
+                    })?;
                     let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
                     let t = gemm.select_tile(m);
-                    let splits = if split { cuda::choose_splits(&t, m, n, k, 132) } else { 1 };
+                    let splits = if split {
+                        cuda::choose_splits(&t, m, n, k, 132)
+                    } else {
+                        1
+                    };
                     println!(
                         "{n:>6}x{k:<6} M={m:<5} {t} splits={splits:<2} {us:8.2} us  floor {floor:6.2} us  {:5.1}% of floor",
                         floor / us * 100.0
@@ -113,7 +140,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn copy_bandwidth(stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> Result<f64, Box<dyn std::error::Error>> {
+fn copy_bandwidth(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+) -> Result<f64, Box<dyn std::error::Error>> {
     let n = 1usize << 30;
     let src = stream.alloc_zeros::<u8>(n)?;
     let mut dst = stream.alloc_zeros::<u8>(n)?;
@@ -138,7 +167,9 @@ fn graph_time_us(
         launch(i)?;
     }
     stream.synchronize()?;
-    stream.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    stream.begin_capture(
+        cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+    )?;
     for i in 0..reps {
         launch(i)?;
     }
