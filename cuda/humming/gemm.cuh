@@ -182,24 +182,28 @@ struct Gemm {
       }
     }
 
-    // Split-K: publish this split's partial tile; the last split of the tile reduces them in order.
+    // Split-K: publish this split's partial tile (row-major [BM][BN] f32, rows < M only); the last
+    // split to finish the tile sums all partials in split order with every thread of the CTA
+    // (16-byte loads, all splits in flight) and writes C itself.
     if (p.splits > 1) {
       __shared__ int s_last;
       const int tile = blockIdx.y * gridDim.x + blockIdx.x;
       const int tiles = gridDim.x * gridDim.y;
       constexpr int kTileFloats = Tl::BM * Tl::BN;
-      const int slot_base = (wm * kWarpsN + wn) * kMTiles * 8;
+      const long long split_stride = static_cast<long long>(tiles) * kTileFloats;
+      float* ws_tile = p.workspace + static_cast<long long>(tile) * kTileFloats;
       if (kw == 0 && n_valid) {
-        float* ws = p.workspace + (static_cast<long long>(split) * tiles + tile) * kTileFloats;
+        float* ws = ws_tile + split * split_stride;
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              // Rows past M carry nothing: skip them (at M = 1 this cuts the partial traffic 16-fold).
-              if (m0 + wm * Tl::WM + mt * 16 + (lane >> 2) + (j >> 1) * 8 < p.m) {
-                __stcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane, acc[mt][nt][j]);
+            for (int h = 0; h < 2; ++h) {
+              const int row = wm * Tl::WM + mt * 16 + (lane >> 2) + h * 8;
+              const int col = wn * 64 + nt * 8 + 2 * (lane & 3);
+              if (m0 + row < p.m) {
+                __stcg(reinterpret_cast<float2*>(ws + row * Tl::BN + col), make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]));
               }
             }
       }
@@ -209,28 +213,34 @@ struct Gemm {
       __syncthreads();
       if (!s_last) return;
       __threadfence();
-      if (kw == 0 && n_valid) {
+      const int rows = min(Tl::BM, p.m - m0);
+      constexpr int kQuads = Tl::BN / 4;
+      u32* c = static_cast<u32*>(p.c);
+      for (int i = threadIdx.x; i < rows * kQuads; i += kThreads) {
+        const int row = i / kQuads, col = (i % kQuads) * 4;
+        if (n0 + col >= p.n) continue;
+        const float* src = ws_tile + row * Tl::BN + col;
+        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        int s = 0;
+        for (; s + 4 <= p.splits; s += 4) {
+          float4 v[4];
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
+          for (int u = 0; u < 4; ++u) v[u] = __ldcg(reinterpret_cast<const float4*>(src + (s + u) * split_stride));
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
-        for (int s = 0; s < p.splits; ++s) {
-          const float* ws = p.workspace + (static_cast<long long>(s) * tiles + tile) * kTileFloats;
-#pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                if (m0 + wm * Tl::WM + mt * 16 + (lane >> 2) + (j >> 1) * 8 < p.m) {
-                  acc[mt][nt][j] += __ldcg(ws + ((slot_base + mt * 8 + nt) * 4 + j) * 32 + lane);
-                }
-              }
+          for (int u = 0; u < 4; ++u) {
+            sum.x += v[u].x; sum.y += v[u].y; sum.z += v[u].z; sum.w += v[u].w;
+          }
         }
+        for (; s < p.splits; ++s) {
+          const float4 v = __ldcg(reinterpret_cast<const float4*>(src + s * split_stride));
+          sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
+        }
+        const long long at = (static_cast<long long>(m0 + row) * p.ldc + n0 + col) >> 1;
+        c[at] = finish_pair<Q>(sum.x, sum.y, p, n0 + col);
+        c[at + 1] = finish_pair<Q>(sum.z, sum.w, p, n0 + col + 2);
       }
       if (threadIdx.x == 0) p.locks[tile] = 0;
+      return;
     }
     if (kw != 0 || !n_valid) return;
 

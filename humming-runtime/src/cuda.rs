@@ -233,7 +233,9 @@ impl<A: Element, C: Element> Gemm<A, C> {
                     context: format!("finding entry {} of {name}", entry_name(&spec, i)),
                     source: e,
                 })?;
-            if smem > 48 * 1024 {
+            // Always raise the dynamic limit: the default (48 KiB) also counts the kernel's static
+            // shared memory, so a tile of exactly 48 KiB of dynamic memory would not launch.
+            {
                 ctx.bind_to_thread()
                     .map_err(driver_err("binding the context"))?;
                 func.set_attribute(
@@ -556,7 +558,7 @@ struct Workspace {
 
 /// Number of K splits for a launch: 1 when the output tiles alone give the GPU enough CTAs
 /// (at least two per multiprocessor), else enough splits to reach about four CTAs per
-/// multiprocessor, at most 16 and at most one split per `block_k` step.
+/// multiprocessor, at most 16, at most one split per 4 `block_k` steps, and at most `K / 64 / M`.
 pub fn choose_splits(t: &TileConfig, m: usize, n: usize, k: usize, sms: usize) -> usize {
     let tiles = n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize);
     let steps = k.div_ceil(t.block_k.max(1) as usize);
@@ -564,7 +566,14 @@ pub fn choose_splits(t: &TileConfig, m: usize, n: usize, k: usize, sms: usize) -
     if tiles == 0 || 2 * tiles >= target {
         return 1;
     }
-    (target / tiles).clamp(1, 16).min(steps.max(1))
+    // Each split keeps at least 4 BK steps (so its pipeline fills), and the f32 partials written and
+    // read back (8 bytes per element of C per split) stay within a quarter of the weight traffic
+    // (at least K/2 bytes per column at 4 bits): splits * M <= K / 64.
+    let by_traffic = (k / 64 / m.max(1)).max(1);
+    (target / tiles)
+        .clamp(1, 16)
+        .min((steps / 4).max(1))
+        .min(by_traffic)
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m` (the first of equals),

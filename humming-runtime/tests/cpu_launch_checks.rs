@@ -244,8 +244,12 @@ fn split_k_fills_small_grids_only() {
     // Enough tiles already: no split.
     assert_eq!(choose_splits(&t, 1, 65536, 4096, 132), 1);
     assert_eq!(choose_splits(&t, 4096, 8192, 8192, 132), 1);
-    // Never more splits than BK steps, never more than 16.
-    assert_eq!(choose_splits(&t, 1, 64, 576, 132), 5);
+    // At least 4 BK steps per split, never more than 16.
+    assert_eq!(choose_splits(&t, 1, 64, 576, 132), 1);
+    assert_eq!(choose_splits(&t, 1, 64, 1536, 132), 3);
+    // The f32 partials stay within a quarter of the weight traffic: splits * M <= K / 64.
+    assert_eq!(choose_splits(&t, 16, 4096, 4096, 132), 4);
+    assert_eq!(choose_splits(&t, 64, 8192, 4096, 132), 1);
     assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 132), 16);
     // Degenerate inputs do not panic.
     assert_eq!(choose_splits(&t, 0, 0, 0, 0), 1);
