@@ -463,7 +463,6 @@ struct Env<'a> {
     args: &'a Args,
     stream: Arc<CudaStream>,
     blas: Option<CudaBlas>,
-    sms: usize,
     bw_tbs: f64,
 }
 
@@ -742,7 +741,7 @@ where
 
         let (a_bytes, c_bytes) = (m * k * 2, m * n * 2);
         let floor_us = (weight_bytes + a_bytes + c_bytes) as f64 / (env.bw_tbs * 1e12) * 1e6;
-        let tile = gemm.select_tile(m);
+        let (tile, splits) = gemm.plan(m, n, k);
         let row = Row {
             kernel: kernel.name().to_string(),
             descriptor: spec.to_string(),
@@ -753,7 +752,7 @@ where
             k,
             m,
             tile: tile.to_string(),
-            splits: cuda::choose_splits(&tile, m, n, k, env.sms),
+            splits,
             module: module.to_string(),
             weight_bytes,
             a_bytes,
@@ -1330,7 +1329,6 @@ fn run(args: &Args) -> Res<ExitCode> {
         args,
         stream: stream.clone(),
         blas,
-        sms: device.sms,
         bw_tbs,
     };
     let mut report = Report {

@@ -123,12 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         gemm.run(&a, m, &dws[i % copies], None, &mut c)
                     })?;
                     let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
-                    let t = gemm.select_tile(m);
-                    let splits = if split {
-                        cuda::choose_splits(&t, m, n, k, 132)
-                    } else {
-                        1
-                    };
+                    let (t, splits) = gemm.plan(m, n, k);
                     println!(
                         "{n:>6}x{k:<6} M={m:<5} {t} splits={splits:<2} {us:8.2} us  floor {floor:6.2} us  {:5.1}% of floor",
                         floor / us * 100.0

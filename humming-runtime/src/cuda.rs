@@ -88,6 +88,8 @@ struct LoadedTile {
     tile: TileConfig,
     func: CudaFunction,
     smem: u32,
+    /// Resident CTAs per multiprocessor (occupancy), at least 1.
+    ctas_per_sm: usize,
 }
 
 /// A loaded quantized GEMM: `C[M, N] = epilogue(A[M, K] · dequant(B)[N, K]ᵀ · channel scale + bias)`.
@@ -244,7 +246,16 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 )
                 .map_err(driver_err("raising the dynamic shared-memory limit"))?;
             }
-            tiles.push(LoadedTile { tile, func, smem });
+            let ctas_per_sm = func
+                .occupancy_max_active_blocks_per_multiprocessor(tile.threads(), smem as usize, None)
+                .map_err(driver_err("querying occupancy"))?
+                .max(1) as usize;
+            tiles.push(LoadedTile {
+                tile,
+                func,
+                smem,
+                ctas_per_sm,
+            });
         }
         if tiles.is_empty() {
             return Err(invalid(
@@ -287,9 +298,20 @@ impl<A: Element, C: Element> Gemm<A, C> {
         Ok(())
     }
 
+    /// The tile and the number of K splits a launch of `m` rows on `[n, k]` weights uses.
+    pub fn plan(&self, m: usize, n: usize, k: usize) -> (TileConfig, usize) {
+        let t = self.select_tile(m);
+        (t, self.splits_for(&t, m, n, k))
+    }
+
     fn splits_for(&self, t: &TileConfig, m: usize, n: usize, k: usize) -> usize {
         if self.split_k.load(std::sync::atomic::Ordering::Relaxed) {
-            choose_splits(t, m, n, k, self.sms)
+            let occupancy = self
+                .tiles
+                .iter()
+                .find(|l| l.tile == *t)
+                .map_or(1, |l| l.ctas_per_sm);
+            choose_splits(t, m, n, k, self.sms * occupancy)
         } else {
             1
         }
@@ -556,21 +578,23 @@ struct Workspace {
     retired_i32: Vec<CudaSlice<i32>>,
 }
 
-/// Number of K splits for a launch: 1 when the output tiles alone give the GPU enough CTAs
-/// (at least two per multiprocessor), else enough splits to reach about four CTAs per
-/// multiprocessor, at most 16, at most one split per 4 `block_k` steps, and at most `K / 64 / M`.
-pub fn choose_splits(t: &TileConfig, m: usize, n: usize, k: usize, sms: usize) -> usize {
+/// Number of K splits for a launch, given `slots` = resident CTAs on the whole GPU (multiprocessors ×
+/// occupancy of the tile's kernel).
+///
+/// 1 when the output tiles alone fill at least half the slots. Otherwise as many splits as fit in
+/// one wave (`tiles × splits <= slots`: a second, partial wave would cost a whole extra wave of
+/// time), at most 16, at most one split per 4 `block_k` steps (so each split's pipeline fills), and at
+/// most `K / 64 / M` (the f32 partials, 8 bytes per element of C per split, stay within a quarter of
+/// the weight traffic).
+pub fn choose_splits(t: &TileConfig, m: usize, n: usize, k: usize, slots: usize) -> usize {
     let tiles = n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize);
     let steps = k.div_ceil(t.block_k.max(1) as usize);
-    let target = 4 * sms.max(1);
-    if tiles == 0 || 2 * tiles >= target {
+    let slots = slots.max(1);
+    if tiles == 0 || 2 * tiles >= slots {
         return 1;
     }
-    // Each split keeps at least 4 BK steps (so its pipeline fills), and the f32 partials written and
-    // read back (8 bytes per element of C per split) stay within a quarter of the weight traffic
-    // (at least K/2 bytes per column at 4 bits): splits * M <= K / 64.
     let by_traffic = (k / 64 / m.max(1)).max(1);
-    (target / tiles)
+    (slots / tiles)
         .clamp(1, 16)
         .min((steps / 4).max(1))
         .min(by_traffic)

@@ -228,7 +228,7 @@ fn tile_selection_by_m() {
 }
 
 #[test]
-fn split_k_fills_small_grids_only() {
+fn split_k_fills_one_wave() {
     use humming_runtime::cuda::choose_splits;
     let t = TileConfig {
         block_m: 16,
@@ -239,18 +239,19 @@ fn split_k_fills_small_grids_only() {
         warp_k: 64,
         stages: 4,
     };
-    // 8192 x 8192 at M = 1: 64 tiles on 132 SMs -> split to about 4 CTAs per SM.
-    assert_eq!(choose_splits(&t, 1, 8192, 8192, 132), 8);
+    // 8192 x 8192 at M = 1: 64 tiles, 132 SMs x 3 resident CTAs = 396 slots -> 6 splits (384 CTAs,
+    // one wave; 8 splits would need a second, partial wave).
+    assert_eq!(choose_splits(&t, 1, 8192, 8192, 396), 6);
     // Enough tiles already: no split.
-    assert_eq!(choose_splits(&t, 1, 65536, 4096, 132), 1);
-    assert_eq!(choose_splits(&t, 4096, 8192, 8192, 132), 1);
+    assert_eq!(choose_splits(&t, 1, 65536, 4096, 396), 1);
+    assert_eq!(choose_splits(&t, 4096, 8192, 8192, 396), 1);
     // At least 4 BK steps per split, never more than 16.
-    assert_eq!(choose_splits(&t, 1, 64, 576, 132), 1);
-    assert_eq!(choose_splits(&t, 1, 64, 1536, 132), 3);
+    assert_eq!(choose_splits(&t, 1, 64, 576, 396), 1);
+    assert_eq!(choose_splits(&t, 1, 64, 1536, 396), 3);
+    assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 396), 16);
     // The f32 partials stay within a quarter of the weight traffic: splits * M <= K / 64.
-    assert_eq!(choose_splits(&t, 16, 4096, 4096, 132), 4);
-    assert_eq!(choose_splits(&t, 64, 8192, 4096, 132), 1);
-    assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 132), 16);
+    assert_eq!(choose_splits(&t, 16, 4096, 4096, 396), 4);
+    assert_eq!(choose_splits(&t, 64, 8192, 4096, 396), 1);
     // Degenerate inputs do not panic.
     assert_eq!(choose_splits(&t, 0, 0, 0, 0), 1);
 }
