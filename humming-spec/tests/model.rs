@@ -1,0 +1,207 @@
+//! The model's contract: canonical descriptors, stable hashes, validation rules, generated CUDA.
+
+use humming_spec::codegen::{entry_name, generate_cuda, smem_bytes, tiles_of};
+use humming_spec::{DType, KernelSpec, ScaleGranularity, ZeroPoint, parse_kernel_str};
+
+fn spec(fields: &str) -> KernelSpec {
+    parse_kernel_str(fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
+}
+
+fn err(fields: &str) -> String {
+    match parse_kernel_str(fields) {
+        Ok(s) => panic!("{fields} was accepted as {s}"),
+        Err(e) => e,
+    }
+}
+
+/// Golden hashes: a change here changes every artifact name and cache key, so it must be deliberate
+/// (bump the `humming.gemm.v1` tag of the canonical text when the meaning of a field changes).
+#[test]
+fn golden_hashes() {
+    let cases = [
+        (
+            "a: f16, b: u4, scale: group(128, f16)",
+            "humming.gemm.v1 a=f16 b=u4 c=f16 scale=group128:f16 scale2=none zero_point=none bias=false layout=dense epilogue=none arch=sm_80,sm_90a tiles=default",
+        ),
+        (
+            "a: bf16, b: i8, scale: channel",
+            "humming.gemm.v1 a=bf16 b=i8 c=bf16 scale=channel:bf16 scale2=none zero_point=none bias=false layout=dense epilogue=none arch=sm_80,sm_90a tiles=default",
+        ),
+        (
+            "a: f16, b: u4, scale: group(32), zero_point: float, bias: true, epilogue: silu, arch: [sm_90a]",
+            "humming.gemm.v1 a=f16 b=u4 c=f16 scale=group32:f16 scale2=none zero_point=float bias=true layout=dense epilogue=silu arch=sm_90a tiles=default",
+        ),
+    ];
+    let want = [
+        "7f15f91b7f7147cac5f3ce02594fcb44d69b9ff5cc63e87f0db12e353f438150",
+        "3bc516943a570ffcff6a6a60984f3bdcbc29b855cc87666de08fa86408c9b3b1",
+        "5c9861a24bb4f2fdcbd019c353da31db07d53643cad54f7090f03bc113cf34dc",
+    ];
+    for ((fields, canonical), want) in cases.into_iter().zip(want) {
+        let s = spec(fields);
+        assert_eq!(s.canonical(), canonical);
+        assert_eq!(humming_spec::hex(&s.hash()), want, "{fields}");
+        assert_eq!(s.hash_hex(), want[..32]);
+    }
+}
+
+/// Same meaning, same descriptor and hash, whatever the spelling, order or defaults written out.
+#[test]
+fn canonicalization() {
+    let base = spec("a: f16, b: u4, scale: group(128, f16), zero_point: int");
+    for same in [
+        "b: u4, a: f16, zero_point: int, scale: group(128, f16)",
+        "a: e5m10, b: uint4, scale: group(128), zero_point: int",
+        "a: f16, c: f16, b: u4, scale: group(128, e5m10), zero_point: int, bias: false",
+        "a: f16, b: u4, scale: group(128, f16), zero_point: int, layout: dense, epilogue: none",
+        "a: f16, b: u4, scale: group(128, f16), zero_point: int, arch: [sm_90a, sm_80]",
+    ] {
+        let s = spec(same);
+        assert_eq!(s, base, "{same}");
+        assert_eq!(s.hash(), base.hash(), "{same}");
+    }
+    assert_eq!(
+        spec("a: bf16, b: int8"),
+        spec("a: bf16, b: i8, scale: channel(bf16), c: bf16")
+    );
+}
+
+/// Different meaning, different hash: every field takes part.
+#[test]
+fn every_field_changes_the_hash() {
+    let base = spec("a: f16, b: u4, scale: group(128), zero_point: int");
+    let variants = [
+        "a: bf16, b: u4, scale: group(128), zero_point: int",
+        "a: f16, b: u5, scale: group(128), zero_point: int",
+        "a: f16, b: u4, scale: group(64), zero_point: int",
+        "a: f16, b: u4, scale: channel, zero_point: int",
+        "a: f16, b: u4, scale: group(128), zero_point: float",
+        "a: f16, b: u4, scale: group(128)",
+        "a: f16, b: u4, scale: group(128), zero_point: int, bias: true",
+        "a: f16, b: u4, scale: group(128), zero_point: int, epilogue: relu",
+        "a: f16, b: u4, scale: group(128), zero_point: int, arch: [sm_90a]",
+        "a: f16, b: u4, scale: group(128), zero_point: int, tiles: [tile(block = (16, 128, 128))]",
+    ];
+    let mut seen = vec![base.hash()];
+    for v in variants {
+        let h = spec(v).hash();
+        assert!(!seen.contains(&h), "{v} collides");
+        seen.push(h);
+    }
+}
+
+#[test]
+fn model_values() {
+    let s = spec("a: bf16, b: i3, scale: group(32)");
+    assert_eq!(s.a, DType::BF16);
+    assert_eq!(s.b, DType::SInt { bits: 3 });
+    assert_eq!(s.c, DType::BF16);
+    assert_eq!(s.scale.granularity, ScaleGranularity::Group { size: 32 });
+    assert_eq!(s.scale.dtype, DType::BF16);
+    assert_eq!(s.zero_point, ZeroPoint::None);
+    assert_eq!(s.group_size(), Some(32));
+}
+
+/// Validation rules, by message (the span side is covered by the trybuild UI tests).
+#[test]
+fn validation_rules() {
+    let cases = [
+        ("a: f16, b: u9", "outside 1..=8"),
+        ("a: f16, b: u0", "outside 1..=8"),
+        ("a: f16, b: u4, scale: group(96)", "not a power of two"),
+        ("a: f16, b: u4, scale: group(8)", "below the minimum 16"),
+        (
+            "a: f16, b: e4m3, scale: channel, zero_point: int",
+            "needs integer weights",
+        ),
+        ("a: f16, b: i4, zero_point: int", "unsigned codes"),
+        (
+            "a: f16, b: u4, scale: group(128, bf16)",
+            "activation's dtype",
+        ),
+        ("a: f16, b: u4, c: bf16", "must equal `a`"),
+        ("a: bf16, b: u4, arch: [sm_75]", "sm_80 or newer"),
+        ("a: f16, b: u4, foo: 1", "unknown field `foo`"),
+        ("a: f16, b: u4, b: u3", "duplicate field `b`"),
+        ("b: u4", "missing field `a`"),
+        ("a: f16", "missing field `b`"),
+        ("a: f16, b: ue8m0", "scale-only"),
+        (
+            "a: f16, b: u4, tiles: [tile(block = (16, 96, 64))]",
+            "multiple of warp N",
+        ),
+        (
+            "a: f16, b: u4, tiles: [tile(block = (16, 192, 64))]",
+            "power of two",
+        ),
+        (
+            "a: f16, b: u4, tiles: [tile(block = (16, 128, 16), warp = (16, 64, 16))]",
+            "512 bits",
+        ),
+        (
+            "a: f16, b: u4, tiles: [tile(block = (16, 128, 64), stages = 1)]",
+            "stages",
+        ),
+        (
+            "a: e4m3, b: u4, c: bf16, scale: channel(f32), arch: [sm_90a]",
+            "not generated yet",
+        ),
+        ("a: f16, b: u4, layout: moe_indexed", "not generated yet"),
+    ];
+    for (fields, needle) in cases {
+        let e = err(fields);
+        assert!(
+            e.contains(needle),
+            "{fields}: `{e}` does not mention `{needle}`"
+        );
+    }
+}
+
+/// Snapshot of the generated CUDA: the source must stay a readable, thin instantiation. Update
+/// deliberately with `HUMMING_UPDATE_SNAPSHOTS=1 cargo test -p humming-spec --test model`.
+#[test]
+fn generated_cuda_snapshots() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let update = std::env::var("HUMMING_UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1");
+    for (name, fields) in [
+        (
+            "w4a16_g128_int_zp_bias",
+            "a: f16, b: u4, scale: group(128), zero_point: int, bias: true",
+        ),
+        ("w8a16_bf16_channel", "a: bf16, b: i8, scale: channel"),
+        (
+            "w3a16_g32_float_offset_silu_tile",
+            "a: f16, b: u3, scale: group(32), zero_point: float, epilogue: silu, arch: [sm_90a], tiles: [tile(block = (32, 128, 64), warp = (32, 64, 64), stages = 3)]",
+        ),
+    ] {
+        let s = spec(fields);
+        let cuda = generate_cuda(&s);
+        for (i, t) in tiles_of(&s).iter().enumerate() {
+            assert!(
+                cuda.contains(&entry_name(&s, i)),
+                "{name}: entry {i} missing"
+            );
+            assert!(
+                cuda.contains(&format!("kSmemBytes == {}u", smem_bytes(&s, t))),
+                "{name}: smem assert"
+            );
+        }
+        let path = dir.join(format!("{name}.cu"));
+        if update {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &cuda).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+            panic!(
+                "{} is missing; run with HUMMING_UPDATE_SNAPSHOTS=1",
+                path.display()
+            )
+        });
+        assert_eq!(
+            cuda,
+            want,
+            "{name}: generated CUDA differs from {}",
+            path.display()
+        );
+    }
+}
