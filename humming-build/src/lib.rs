@@ -85,8 +85,9 @@ use std::time::Instant;
 
 /// Environment variables whose change reruns the build script (`PATH` is added when it decides which
 /// NVCC is used).
-pub const WATCHED_ENV: [&str; 7] = [
+pub const WATCHED_ENV: [&str; 8] = [
     "NVCC",
+    "HUMMING_TOOLCHAIN_DIR",
     "CUDA_HOME",
     "CUDA_PATH",
     "HUMMING_CUDA_ARCHS",

@@ -18,6 +18,10 @@ pub enum NvccSource {
     Path,
     /// `/usr/local/cuda/bin/nvcc`.
     Default,
+    /// The pinned PyPI toolchain of `scripts/install-cuda-toolchain.sh`:
+    /// `$HUMMING_TOOLCHAIN_DIR` (default `$HOME/.cache/humming/toolchain/cuda-13.0.88`)
+    /// `/venv/lib/python3.X/site-packages/nvidia/cu13/bin/nvcc`.
+    Toolchain,
 }
 
 /// The result of [`find_nvcc`].
@@ -50,6 +54,7 @@ impl NvccLookup {
                 NvccSource::CudaPath => "$CUDA_PATH",
                 NvccSource::Path => "PATH",
                 NvccSource::Default => "default",
+                NvccSource::Toolchain => "humming toolchain",
             };
             if run == 1 {
                 parts.push(format!("{} ({what})", path.display()));
@@ -84,7 +89,9 @@ pub fn nvcc_file_name() -> String {
 }
 
 /// Finds NVCC, in this order: `$NVCC`, `$CUDA_HOME/bin/nvcc`, `$CUDA_PATH/bin/nvcc`, `nvcc` on
-/// `$PATH`, `/usr/local/cuda/bin/nvcc`. The first candidate that is a file wins.
+/// `$PATH`, `/usr/local/cuda/bin/nvcc`, then the pinned toolchain that
+/// `scripts/install-cuda-toolchain.sh` installs (`$HUMMING_TOOLCHAIN_DIR`, default
+/// `~/.cache/humming/toolchain/cuda-13.0.88`). The first candidate that is a file wins.
 ///
 /// `env` reads an environment variable and `is_file` tests a path, so the order can be tested with a
 /// fake environment; [`find_nvcc_in_env`] uses the real ones. Empty variables count as unset. A
@@ -137,11 +144,30 @@ pub fn find_nvcc(
             return lookup;
         }
     }
-    check(
+    if check(
         PathBuf::from("/usr/local/cuda/bin").join(nvcc_file_name()),
         NvccSource::Default,
         &mut lookup,
-    );
+    ) {
+        return lookup;
+    }
+    let toolchain = var("HUMMING_TOOLCHAIN_DIR").map(PathBuf::from).or_else(|| {
+        var("HOME").map(|h| PathBuf::from(h).join(".cache/humming/toolchain/cuda-13.0.88"))
+    });
+    if let Some(dir) = toolchain {
+        for minor in 8..=20 {
+            let candidate = dir
+                .join(format!(
+                    "venv/lib/python3.{minor}/site-packages/nvidia/cu13/bin"
+                ))
+                .join(nvcc_file_name());
+            if is_file(&candidate) {
+                check(candidate, NvccSource::Toolchain, &mut lookup);
+                return lookup;
+            }
+        }
+        lookup.tried.push((dir, NvccSource::Toolchain));
+    }
     lookup
 }
 
@@ -268,6 +294,29 @@ mod tests {
 
     fn found(l: &NvccLookup) -> Option<(String, NvccSource)> {
         l.found.as_ref().map(|(p, s)| (p.display().to_string(), *s))
+    }
+
+    #[test]
+    fn toolchain_is_the_last_resort() {
+        let tc = "/h/.cache/humming/toolchain/cuda-13.0.88/venv/lib/python3.11/site-packages/nvidia/cu13/bin/nvcc";
+        let l = lookup(&[("HOME", "/h")], &[tc]);
+        assert_eq!(found(&l), Some((tc.into(), NvccSource::Toolchain)));
+        let custom = "/t/venv/lib/python3.12/site-packages/nvidia/cu13/bin/nvcc";
+        let l = lookup(
+            &[("HOME", "/h"), ("HUMMING_TOOLCHAIN_DIR", "/t")],
+            &[custom, tc],
+        );
+        assert_eq!(found(&l), Some((custom.into(), NvccSource::Toolchain)));
+        // Anything found earlier wins.
+        let l = lookup(&[("HOME", "/h"), ("CUDA_HOME", "/c")], &["/c/bin/nvcc", tc]);
+        assert_eq!(
+            found(&l),
+            Some(("/c/bin/nvcc".into(), NvccSource::CudaHome))
+        );
+        // Nothing there: still no NVCC, and the toolchain folder is listed as tried.
+        let l = lookup(&[("HOME", "/h")], &[]);
+        assert_eq!(found(&l), None);
+        assert!(l.tried.iter().any(|(_, s)| *s == NvccSource::Toolchain));
     }
 
     #[test]

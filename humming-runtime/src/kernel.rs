@@ -67,7 +67,7 @@ impl Element for half::bf16 {
 }
 
 /// A kernel declared with `gemm!`. The macro implements this for the type it generates; users call
-/// [`crate::Gemm::new`] with it.
+/// [`crate::cuda::Gemm::load`] with it.
 pub trait GemmKernel: 'static {
     /// Element type of A (activations).
     type A: Element;
