@@ -3,7 +3,8 @@
 # the build can compile kernels ahead of time on a machine with no GPU and no system CUDA.
 #
 #   scripts/install-cuda-toolchain.sh          # installs (once) and prints the CUDA_HOME to use
-#   eval "$(scripts/install-cuda-toolchain.sh --env)"   # installs and exports CUDA_HOME / NVCC
+#   eval "$(scripts/install-cuda-toolchain.sh --env)"   # installs and exports CUDA_HOME / NVCC, and puts
+#                                                      # its libnvrtc on LD_LIBRARY_PATH (run-time compilation)
 #
 # Folder: $HUMMING_TOOLCHAIN_DIR, default ~/.cache/humming/toolchain/cuda-13.0.88.
 # The pins matter: an unpinned nvidia-nvvm pulls a newer cicc whose PTX the 13.0 ptxas rejects, and
@@ -25,7 +26,7 @@ if [ -z "$root" ] || [ ! -x "$root/bin/nvcc" ]; then
 fi
 "$root/bin/nvcc" --version >/dev/null
 if [ "$want_env" = 1 ]; then
-  echo "export CUDA_HOME='$root'; export NVCC='$root/bin/nvcc';"
+  echo "export CUDA_HOME='$root'; export NVCC='$root/bin/nvcc'; export LD_LIBRARY_PATH='$root/lib'\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH};"
 else
   echo "$root"
 fi

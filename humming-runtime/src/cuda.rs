@@ -210,8 +210,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
             Some(m) => m,
             None => {
                 how = ModuleSource::Nvrtc;
-                let ptx = nvrtc_compile(name, source, cap)?;
-                ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+                let cubin = nvrtc_compile(name, source, cap)?;
+                ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
                     .map_err(|e| Error::Driver {
                         context: format!("loading the NVRTC module of {name}"),
                         source: e,
@@ -784,37 +784,43 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(io_err(path))
 }
 
-/// Compiles a generated source to PTX with NVRTC for compute capability `cap`, through a disk cache
-/// keyed by the source, the headers, the NVRTC version, the arch and the options
-/// (`<cache_dir>/nvrtc/<sha256>.ptx`).
-pub fn nvrtc_compile(name: &str, source: &str, cap: u32) -> Result<String> {
+/// Compiles a generated source with NVRTC to a cubin (machine code) for compute capability `cap`
+/// (`sm_90a` for Hopper), through a disk cache keyed by the source, the headers, the NVRTC version,
+/// the arch and the options (`<cache_dir>/nvrtc/<sha256>.cubin`). Compiling to machine code, not PTX,
+/// spares the driver a second (PTX) compilation at every load.
+///
+/// Errors: [`Error::Nvrtc`] when libnvrtc cannot be loaded or the compilation fails (with NVRTC's log),
+/// [`Error::Io`] when the cache cannot be written.
+pub fn nvrtc_compile(name: &str, source: &str, cap: u32) -> Result<Vec<u8>> {
     use sha2::Digest;
+    let fail = |msg: String| Error::Nvrtc {
+        kernel: name.to_string(),
+        msg,
+    };
     // SAFETY: only tries to dlopen libnvrtc.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Error::Nvrtc {
-            kernel: name.to_string(),
-            msg: "libnvrtc could not be loaded; install the CUDA NVRTC library (e.g. `pip install nvidia-cuda-nvrtc==13.0.88` and add its lib folder to LD_LIBRARY_PATH), or build with NVCC".into(),
-        });
+        return Err(fail("libnvrtc could not be loaded; install the CUDA NVRTC library (e.g. `pip install nvidia-cuda-nvrtc==13.0.88` and add its lib folder to LD_LIBRARY_PATH), or build with NVCC".into()));
     }
     let (mut major, mut minor) = (0, 0);
     // SAFETY: plain out-parameters.
     unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
     let arch = nvrtc_arch(cap);
-    let options = vec!["-std=c++17".to_string(), "--dopt=on".to_string()];
     let mut h = sha2::Sha256::new();
     h.update(source.as_bytes());
     for (p, c) in HEADERS {
         h.update(p.as_bytes());
         h.update(c.as_bytes());
     }
-    h.update(format!("nvrtc {major}.{minor} {arch} {options:?}").as_bytes());
+    h.update(format!("nvrtc {major}.{minor} {arch} {NVRTC_OPTIONS:?} cubin").as_bytes());
     let key = crate::spec::hex(&h.finalize());
     let dir = cache_dir().join("nvrtc");
-    let ptx_path = dir.join(format!("{key}.ptx"));
-    if let Ok(ptx) = std::fs::read_to_string(&ptx_path) {
-        return Ok(ptx);
+    let cubin_path = dir.join(format!("{key}.cubin"));
+    if let Ok(cubin) = std::fs::read(&cubin_path)
+        && !cubin.is_empty()
+    {
+        return Ok(cubin);
     }
-    let include = dir.join(format!("include-{}", &key[..16]));
+    let include = dir.join(format!("include-{}-{}", &key[..16], std::process::id()));
     for (p, c) in HEADERS {
         let path = include.join(p);
         if let Some(parent) = path.parent() {
@@ -822,19 +828,68 @@ pub fn nvrtc_compile(name: &str, source: &str, cap: u32) -> Result<String> {
         }
         std::fs::write(&path, c).map_err(io_err(&path))?;
     }
-    let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some(arch),
-        include_paths: vec![include.display().to_string()],
-        options,
-        name: Some(format!("{name}.cu")),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| Error::Nvrtc {
-        kernel: name.to_string(),
-        msg: format!("{e:?}"),
-    })?;
-    let text = ptx.to_src();
-    write_atomic(&ptx_path, text.as_bytes())?;
+    let mut options: Vec<String> = NVRTC_OPTIONS.iter().map(|o| o.to_string()).collect();
+    options.push(format!("--gpu-architecture={arch}"));
+    options.push(format!("--include-path={}", include.display()));
+    let result = nvrtc_cubin(name, source, &options);
     let _ = std::fs::remove_dir_all(&include);
-    Ok(text)
+    let cubin = result.map_err(fail)?;
+    write_atomic(&cubin_path, &cubin)?;
+    Ok(cubin)
+}
+
+/// NVRTC options of every run-time compilation (besides the arch and the include path).
+const NVRTC_OPTIONS: [&str; 1] = ["-std=c++17"];
+
+/// One NVRTC compilation to a cubin; the error is NVRTC's message and log.
+fn nvrtc_cubin(
+    name: &str,
+    source: &str,
+    options: &[String],
+) -> std::result::Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result, sys};
+    use std::ffi::CString;
+    let src = CString::new(source).map_err(|_| "the source contains a NUL byte".to_string())?;
+    let file = CString::new(format!("{name}.cu"))
+        .map_err(|_| "the kernel name contains a NUL byte".to_string())?;
+    if options.iter().any(|o| o.contains('\0')) {
+        return Err("an option contains a NUL byte".into());
+    }
+    let prog = result::create_program(&src, Some(&file))
+        .map_err(|e| format!("creating the program: {e:?}"))?;
+    struct Program(sys::nvrtcProgram);
+    impl Drop for Program {
+        fn drop(&mut self) {
+            // SAFETY: created above and destroyed once, here.
+            let _ = unsafe { result::destroy_program(self.0) };
+        }
+    }
+    let prog = Program(prog);
+    // SAFETY: `prog` is a live program; options hold no NUL bytes (checked above).
+    if let Err(e) = unsafe { result::compile_program(prog.0, options) } {
+        // SAFETY: `prog` is live.
+        let log = unsafe { result::get_program_log(prog.0) }
+            .map(|l| {
+                l.iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8 as char)
+                    .collect::<String>()
+            })
+            .unwrap_or_default();
+        return Err(format!("{e:?}\n{log}"));
+    }
+    let mut size = 0usize;
+    // SAFETY: `prog` is live and compiled; `size` is a plain out-parameter.
+    unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
+        .result()
+        .map_err(|e| format!("cubin size: {e:?}"))?;
+    let mut cubin = vec![0u8; size];
+    // SAFETY: `cubin` has the size NVRTC reported.
+    unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }
+        .result()
+        .map_err(|e| format!("cubin: {e:?}"))?;
+    if cubin.is_empty() {
+        return Err("NVRTC returned an empty cubin".into());
+    }
+    Ok(cubin)
 }
