@@ -203,15 +203,7 @@ impl PackedWeights {
     pub fn unpack(&self, spec: &KernelSpec) -> Result<QuantizedWeights> {
         check_spec(spec)?;
         let (n, k) = (self.n, self.k);
-        if n == 0 {
-            return Err(invalid(
-                "n",
-                "N (output channels) must be positive, found 0",
-            ));
-        }
-        if k == 0 {
-            return Err(invalid("k", "K (input features) must be positive, found 0"));
-        }
+        crate::quant::check_dims(n, k)?;
         check_tiling(n, k)?;
         let bits = spec.b.bits();
         let nk = n

@@ -576,7 +576,7 @@ pub(crate) fn check_spec(spec: &KernelSpec) -> Result<()> {
     Ok(())
 }
 
-fn check_dims(n: usize, k: usize) -> Result<usize> {
+pub(crate) fn check_dims(n: usize, k: usize) -> Result<usize> {
     if n == 0 {
         return Err(invalid(
             "n",

@@ -51,123 +51,94 @@ fn every_check_names_its_argument() {
     let biased = spec("a: f16, b: u4, scale: group(128), bias: true");
     let other = spec("a: f16, b: u4, scale: group(64)");
     let base = ok_shape();
-    assert_eq!(arg_of(check_launch("K", &s, &other, &base)), "weights");
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+    let cases: [(&KernelSpec, &KernelSpec, LaunchShape, &str); 13] = [
+        (&s, &other, base, "weights"),
+        (&s, &s, LaunchShape { m: 1 << 31, ..base }, "m"),
+        (&s, &s, LaunchShape { lda: 255, ..base }, "lda"),
+        (
             &s,
             &s,
-            &LaunchShape { m: 1 << 31, ..base }
-        )),
-        "m"
-    );
-    assert_eq!(
-        arg_of(check_launch("K", &s, &s, &LaunchShape { lda: 255, ..base })),
-        "lda"
-    );
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
-            &s,
-            &s,
-            &LaunchShape {
+            LaunchShape {
                 lda: 260,
                 a_len: 10_000,
                 ..base
-            }
-        )),
-        "lda"
-    );
-    assert_eq!(
-        arg_of(check_launch("K", &s, &s, &LaunchShape { ldc: 127, ..base })),
-        "ldc"
-    );
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+            },
+            "lda",
+        ),
+        (&s, &s, LaunchShape { ldc: 127, ..base }, "ldc"),
+        (
             &s,
             &s,
-            &LaunchShape {
+            LaunchShape {
                 ldc: 129,
                 c_len: 10_000,
                 ..base
-            }
-        )),
-        "ldc"
-    );
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+            },
+            "ldc",
+        ),
+        (
             &s,
             &s,
-            &LaunchShape {
+            LaunchShape {
                 a_len: 5 * 256 - 1,
                 ..base
-            }
-        )),
-        "a"
-    );
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+            },
+            "a",
+        ),
+        (
             &s,
             &s,
-            &LaunchShape {
+            LaunchShape {
                 c_len: 5 * 128 - 1,
                 ..base
-            }
-        )),
-        "c"
-    );
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+            },
+            "c",
+        ),
+        (
             &s,
             &s,
-            &LaunchShape {
+            LaunchShape {
                 a_addr: 0x1008,
                 ..base
-            }
-        )),
-        "a"
-    );
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+            },
+            "a",
+        ),
+        (
             &s,
             &s,
-            &LaunchShape {
+            LaunchShape {
                 c_addr: 0x2002,
                 ..base
-            }
-        )),
-        "c"
-    );
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+            },
+            "c",
+        ),
+        (
             &s,
             &s,
-            &LaunchShape {
+            LaunchShape {
                 bias_len: Some(128),
                 ..base
-            }
-        )),
-        "bias"
-    );
-    assert_eq!(arg_of(check_launch("K", &biased, &biased, &base)), "bias");
-    assert_eq!(
-        arg_of(check_launch(
-            "K",
+            },
+            "bias",
+        ),
+        (&biased, &biased, base, "bias"),
+        (
             &biased,
             &biased,
-            &LaunchShape {
+            LaunchShape {
                 bias_len: Some(127),
                 ..base
-            }
-        )),
-        "bias"
-    );
+            },
+            "bias",
+        ),
+    ];
+    for (kernel, weights, shape, want) in cases {
+        assert_eq!(
+            arg_of(check_launch("K", kernel, weights, &shape)),
+            want,
+            "{shape:?}"
+        );
+    }
     check_launch(
         "K",
         &biased,

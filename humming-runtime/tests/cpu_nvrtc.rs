@@ -12,7 +12,10 @@ fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen libnvrtc.
     let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
     if !present {
-        let _ = writeln!(std::io::stderr(), "skipped: cpu_nvrtc (libnvrtc not found on LD_LIBRARY_PATH)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: cpu_nvrtc (libnvrtc not found on LD_LIBRARY_PATH)"
+        );
     }
     present
 }
@@ -26,13 +29,21 @@ fn generated_sources_compile_to_cubins() {
     // SAFETY: set before any other thread of this test binary reads it (single test in this file
     // touching the variable).
     unsafe { std::env::set_var("HUMMING_CACHE_DIR", &dir) };
-    for fields in ["a: f16, b: u3, scale: group(32), zero_point: int, bias: true", "a: bf16, b: i8, scale: channel, epilogue: silu"] {
+    for fields in [
+        "a: f16, b: u3, scale: group(32), zero_point: int, bias: true",
+        "a: bf16, b: i8, scale: channel, epilogue: silu",
+    ] {
         let spec = parse_kernel_str(fields).unwrap();
         let src = generate_cuda(&spec);
         for cap in [80, 90] {
             let t = std::time::Instant::now();
-            let cubin = nvrtc_compile("test", &src, cap).unwrap_or_else(|e| panic!("{fields} sm_{cap}: {e}"));
-            assert_eq!(&cubin[..4], b"\x7fELF", "{fields} sm_{cap}: not an ELF cubin");
+            let cubin = nvrtc_compile("test", &src, cap)
+                .unwrap_or_else(|e| panic!("{fields} sm_{cap}: {e}"));
+            assert_eq!(
+                &cubin[..4],
+                b"\x7fELF",
+                "{fields} sm_{cap}: not an ELF cubin"
+            );
             let first = t.elapsed();
             // Second time: from the disk cache, identical bytes.
             let t = std::time::Instant::now();

@@ -214,6 +214,39 @@ fn run_case<T: Element>(
     (num / den.max(f64::MIN_POSITIVE)).sqrt()
 }
 
+/// Every (M, N, K) case of one kernel configuration; the kernel is compiled once. Returns the worst
+/// relative error and the number of cases.
+#[allow(clippy::too_many_arguments)]
+fn config_cases<T: Element>(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    kname: &str,
+    sp: spec::KernelSpec,
+    tol: f64,
+    ms: &[usize],
+    ns: &[usize],
+    ks: &[usize],
+    rng: &mut Rng,
+) -> (f64, usize) {
+    let gemm = Gemm::<T, T>::compile(stream, kname, sp).unwrap_or_else(|e| panic!("{kname}: {e}"));
+    let (mut worst, mut cases) = (0f64, 0usize);
+    for &n in ns {
+        for &k in ks {
+            let wf = random_weights(rng, n, k);
+            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
+            let w_ref = w.dequantize();
+            let dw = gemm.upload(&w).expect("upload weights");
+            for &m in ms {
+                let label = format!("{kname} M={m} N={n} K={k}");
+                let e = run_case(stream, &gemm, &w, &w_ref, &dw, m, rng, &label);
+                assert!(e <= tol, "{label}: relative error {e:.3e} > {tol:.0e}");
+                worst = worst.max(e);
+                cases += 1;
+            }
+        }
+    }
+    (worst, cases)
+}
+
 fn matrix_for(bits: u32, dtype: usize) {
     let a_name = ["f16", "bf16"][dtype];
     let name = format!("gpu_matrix_w{bits}_{a_name}");
@@ -238,71 +271,25 @@ fn matrix_for(bits: u32, dtype: usize) {
     } else {
         &[0, 32, 64, 128]
     };
-    let mut outcome = [
-        Outcome {
-            worst: 0.0,
-            cases: 0,
-        },
-        Outcome {
-            worst: 0.0,
-            cases: 0,
-        },
-    ];
-    for (di, a) in [(dtype, a_name)] {
-        for &zp in zps {
-            for &g in groups {
-                let bias = g == 0 || g == 64;
-                let sp = spec_for(a, bits, zp, g, bias);
-                let kname = format!("{a}_w{bits}_{zp:?}_g{g}");
-                for &n in ns {
-                    for &k in ks {
-                        let wf = random_weights(&mut rng, n, k);
-                        let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
-                        let w_ref = w.dequantize();
-                        let tol = if di == 0 { 1e-2 } else { 2e-2 };
-                        let worst = if di == 0 {
-                            let gemm = Gemm::<f16, f16>::compile(&stream, &kname, sp)
-                                .unwrap_or_else(|e| panic!("{kname}: {e}"));
-                            let dw = gemm.upload(&w).expect("upload weights");
-                            ms.iter()
-                                .map(|&m| {
-                                    let label = format!("{kname} M={m} N={n} K={k}");
-                                    let e = run_case(
-                                        &stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label,
-                                    );
-                                    assert!(
-                                        e <= tol,
-                                        "{label}: relative error {e:.3e} > {tol:.0e}"
-                                    );
-                                    e
-                                })
-                                .fold(0f64, f64::max)
-                        } else {
-                            let gemm = Gemm::<bf16, bf16>::compile(&stream, &kname, sp)
-                                .unwrap_or_else(|e| panic!("{kname}: {e}"));
-                            let dw = gemm.upload(&w).expect("upload weights");
-                            ms.iter()
-                                .map(|&m| {
-                                    let label = format!("{kname} M={m} N={n} K={k}");
-                                    let e = run_case(
-                                        &stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label,
-                                    );
-                                    assert!(
-                                        e <= tol,
-                                        "{label}: relative error {e:.3e} > {tol:.0e}"
-                                    );
-                                    e
-                                })
-                                .fold(0f64, f64::max)
-                        };
-                        outcome[di].worst = outcome[di].worst.max(worst);
-                        outcome[di].cases += ms.len();
-                    }
-                }
-            }
+    let mut outcome = Outcome {
+        worst: 0.0,
+        cases: 0,
+    };
+    for &zp in zps {
+        for &g in groups {
+            let bias = g == 0 || g == 64;
+            let sp = spec_for(a_name, bits, zp, g, bias);
+            let kname = format!("{a_name}_w{bits}_{zp:?}_g{g}");
+            let (worst, cases) = if dtype == 0 {
+                config_cases::<f16>(&stream, &kname, sp, 1e-2, ms, ns, ks, &mut rng)
+            } else {
+                config_cases::<bf16>(&stream, &kname, sp, 2e-2, ms, ns, ks, &mut rng)
+            };
+            outcome.worst = outcome.worst.max(worst);
+            outcome.cases += cases;
         }
     }
-    let o = &outcome[dtype];
+    let o = &outcome;
     println!(
         "{name}: {} cases passed, worst relative error {:.3e}",
         o.cases, o.worst
