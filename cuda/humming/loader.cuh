@@ -1,6 +1,9 @@
 // humming: global -> shared loads of one pipeline stage (A tile, packed B units, scale and zero-point
 // rows) with 16-byte cp.async, predicated and zero-filled outside the problem.
 //
+// Each copy loop has a compile-time trip count (chunk i = tid + j * threads covers the same chunks as a
+// strided loop), so it unrolls and its per-thread index math is computed once, outside the main loop.
+//
 // Shared-memory stage layout (bytes, each part 16-byte aligned):
 //   A      [BK/64][BM][64] A-dtype, rows of 128 bytes whose 16-byte chunks are XOR-swizzled by row % 8
 //          so that ldmatrix reads are free of bank conflicts
@@ -39,8 +42,10 @@ __device__ __forceinline__ void load_stage(char* stage, const GemmParams& p, int
     constexpr int kChunksPerRow = Tl::BK / 8;
     constexpr int kChunks = Tl::BM * kChunksPerRow;
     const u16* a = static_cast<const u16*>(p.a);
-#pragma unroll 4
-    for (int i = tid; i < kChunks; i += kThreads) {
+#pragma unroll
+    for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
+      const int i = tid + j * kThreads;
+      if (kChunks % kThreads != 0 && i >= kChunks) break;
       const int row = i / kChunksPerRow, c = i % kChunksPerRow;
       const int kw = c / 8, ch = c % 8;
       const int grow = m0 + row, gk = k0 + c * 8;
@@ -56,8 +61,10 @@ __device__ __forceinline__ void load_stage(char* stage, const GemmParams& p, int
     constexpr int kChunks = L::kWarpsN * L::kWarpsK * kChunksPerUnit;
     const char* b = static_cast<const char*>(p.b);
     const int units_n = p.n / 64, units_k = p.k / 64;
-#pragma unroll 4
-    for (int i = tid; i < kChunks; i += kThreads) {
+#pragma unroll
+    for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
+      const int i = tid + j * kThreads;
+      if (kChunks % kThreads != 0 && i >= kChunks) break;
       const int u = i / kChunksPerUnit, c = i % kChunksPerUnit;
       const int kw = u / L::kWarpsN, wn = u % L::kWarpsN;
       const int ku = k0 / 64 + kw, nu = n0 / 64 + wn;
@@ -72,7 +79,10 @@ __device__ __forceinline__ void load_stage(char* stage, const GemmParams& p, int
     constexpr int kChunks = L::kScaleRows * kChunksPerRow;
     const int groups = (p.k + Q::kGroup - 1) / Q::kGroup;
     const int g0 = k0 / Q::kGroup;
-    for (int i = tid; i < kChunks; i += kThreads) {
+#pragma unroll
+    for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
+      const int i = tid + j * kThreads;
+      if (kChunks % kThreads != 0 && i >= kChunks) break;
       const int r = i / kChunksPerRow, c = i % kChunksPerRow;
       const int g = g0 + r, n = n0 + c * 8;
       const bool pred = g < groups && n < p.n;
