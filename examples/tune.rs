@@ -13,6 +13,12 @@ use half::f16;
 use humming::cuda::{self, Gemm};
 use humming::quant::QuantizedWeights;
 use humming::spec::parse_kernel_str;
+use std::sync::Arc;
+
+#[path = "common/timing.rs"]
+mod timing;
+use cudarc::driver::CudaStream;
+use timing::{Res, capture, copy_bandwidth, event_flags};
 
 #[derive(Parser)]
 struct Args {
@@ -51,7 +57,7 @@ impl Lcg {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Res<()> {
     let args = Args::parse();
     let stream = match cuda::default_stream(0) {
         Ok(s) => s,
@@ -63,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = stream.context().clone();
     // SAFETY: called before any buffer used in graph capture is allocated.
     unsafe { ctx.disable_event_tracking() };
-    let bw = copy_bandwidth(&stream)?;
+    let bw = copy_bandwidth(&stream, 1 << 30)?;
     println!("copy bandwidth {:.2} TB/s (read + write)", bw / 1e12);
     let tile_specs: Vec<String> = if args.tiles.is_empty() {
         vec![String::new()]
@@ -120,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     )?;
                     let mut c = stream.alloc_zeros::<f16>(m * n)?;
                     let us = graph_time_us(&stream, 20, |i| {
-                        gemm.run(&a, m, &dws[i % copies], None, &mut c)
+                        Ok(gemm.run(&a, m, &dws[i % copies], None, &mut c)?)
                     })?;
                     let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
                     let (t, splits) = gemm.plan(m, n, k);
@@ -135,51 +141,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn copy_bandwidth(
-    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-) -> Result<f64, Box<dyn std::error::Error>> {
-    let n = 1usize << 30;
-    let src = stream.alloc_zeros::<u8>(n)?;
-    let mut dst = stream.alloc_zeros::<u8>(n)?;
-    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        let e0 = stream.record_event(flags)?;
-        stream.memcpy_dtod(&src, &mut dst)?;
-        let e1 = stream.record_event(flags)?;
-        best = best.min(e0.elapsed_ms(&e1)? as f64);
-    }
-    Ok(2.0 * n as f64 / (best * 1e-3))
-}
-
 /// Median microseconds per launch over 15 replays of a graph of `reps` launches.
 fn graph_time_us(
-    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    stream: &Arc<CudaStream>,
     reps: usize,
-    mut launch: impl FnMut(usize) -> humming::Result<()>,
-) -> Result<f64, Box<dyn std::error::Error>> {
+    mut launch: impl FnMut(usize) -> Res<()>,
+) -> Res<f64> {
     for i in 0..3 {
         launch(i)?;
     }
     stream.synchronize()?;
-    stream.begin_capture(
-        cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-    )?;
-    for i in 0..reps {
-        launch(i)?;
-    }
-    let graph = stream
-        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)?
-        .ok_or("empty graph")?;
+    let graph = capture(stream, reps, reps, &mut launch)?;
     graph.launch()?;
     stream.synchronize()?;
-    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
     let mut ts = Vec::new();
     for _ in 0..15 {
-        let e0 = stream.record_event(flags)?;
+        let e0 = stream.record_event(event_flags())?;
         graph.launch()?;
-        let e1 = stream.record_event(flags)?;
-        ts.push(e0.elapsed_ms(&e1)? as f64 * 1e3 / reps as f64);
+        let e1 = stream.record_event(event_flags())?;
+        ts.push(f64::from(e0.elapsed_ms(&e1)?) * 1e3 / reps as f64);
     }
     ts.sort_by(f64::total_cmp);
     Ok(ts[ts.len() / 2])

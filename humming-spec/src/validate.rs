@@ -117,10 +117,7 @@ pub fn validate(decl: &Declaration) -> syn::Result<KernelSpec> {
     // fixing the other fields would not make the declaration buildable.
     if let Some((a, span)) = activation_of(decl)
         && !a.is_16bit_float()
-        && (matches!(a, DType::SInt { bits: 8 | 4 })
-            || a == DType::E4M3
-            || a == DType::E5M2
-            || a == DType::E2M1)
+        && is_model_activation(a)
     {
         return Err(syn::Error::new(
             span,
@@ -705,6 +702,14 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
     )
 }
 
+/// The activation (A) dtypes of the model: f16, bf16, i8, i4, e4m3, e5m2, e2m1.
+pub fn is_model_activation(a: DType) -> bool {
+    matches!(a, DType::F16 | DType::BF16 | DType::SInt { bits: 8 | 4 })
+        || a == DType::E4M3
+        || a == DType::E5M2
+        || a == DType::E2M1
+}
+
 /// Minimum arch an activation dtype needs (tensor-core support for the MMA operand type).
 pub fn min_arch_for(a: DType) -> Option<Arch> {
     match a {
@@ -726,11 +731,7 @@ fn mma_b(a: DType) -> DType {
 pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let (a, b, c) = (spec.a, spec.b, spec.c);
     // Activation.
-    let a_ok = matches!(a, DType::F16 | DType::BF16 | DType::SInt { bits: 8 | 4 })
-        || a == DType::E4M3
-        || a == DType::E5M2
-        || a == DType::E2M1;
-    if !a_ok {
+    if !is_model_activation(a) {
         errs.push(
             sp.a,
             format!(
