@@ -70,7 +70,7 @@ template <int BM_, int BN_, int BK_, int WM_, int WN_, int WK_, int STAGES_>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, WK = WK_, STAGES = STAGES_;
   static_assert(WN == 64 && WK == 64, "the mma.sync kernel uses 64x64 warp tiles along N and K");
-  static_assert(WM % 16 == 0 && WM <= 64 && BM % WM == 0, "warp M must be 16..64 and divide block M");
+  static_assert((WM == 8 || (WM % 16 == 0 && WM <= 64)) && BM % WM == 0, "warp M must be 8, 16, 32, 48 or 64 and divide block M");
   static_assert(BN % 64 == 0 && BK % 64 == 0, "block N and K must be multiples of 64");
   static_assert(STAGES >= 2, "at least two pipeline stages");
 };

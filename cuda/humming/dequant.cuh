@@ -17,6 +17,10 @@
 // 1024.0 (f16 0x6400) gives exactly 1024 + c; for bf16 with c < 2^7, 128.0 (0x4300) gives 128 + c.
 // One subtraction of (1024 + bias) then yields c - bias exactly. 8-bit codes under bf16 go through the
 // same trick in f32 (2^23 = 0x4B000000), then an exact f32->bf16 pair conversion.
+// Codes of one bit-plane (1, 2, 4, 8 bits) are taken from their slot without shifting it down when the
+// slot still lies inside the mantissa: a 4-bit code at bits [4, 8) gives 1024 + 16c, and one fma by
+// 1/16 (exact: a power of two) with -(64 + bias) yields c - bias, so one mask-and-or (lop3) and one
+// shift per word serve four pairs (the trick of the Marlin kernel, Frantar et al. 2024).
 #pragma once
 #include "common.cuh"
 
@@ -168,5 +172,112 @@ struct CodeToFloat {
     }
   }
 };
+
+// (a & b) | c in one instruction.
+__device__ __forceinline__ u32 and_or(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// Bit pattern, in both halves of a pair, of a value that T represents exactly (small integers, powers
+// of two, their sums), computed at compile time.
+template <class T>
+__host__ __device__ constexpr u32 exact_pair(float v) {
+  constexpr int kMant = T::kIsBf16 ? 7 : 10;
+  constexpr int kExpBias = T::kIsBf16 ? 127 : 15;
+  u32 sign = 0;
+  if (v < 0.0f) {
+    sign = 0x8000u;
+    v = -v;
+  }
+  u32 h = sign;
+  if (v != 0.0f) {
+    int e = 0;
+    while (v >= 2.0f) {
+      v *= 0.5f;
+      ++e;
+    }
+    while (v < 1.0f) {
+      v *= 2.0f;
+      --e;
+    }
+    h |= static_cast<u32>(e + kExpBias) << kMant | static_cast<u32>((v - 1.0f) * static_cast<float>(1 << kMant));
+  }
+  return h | h << 16;
+}
+
+// Extraction of the code pairs of a slab as 16-bit float pairs x = (kOffset + c) * 2^residual(q).
+template <class T, int kBits>
+struct Codes {
+  using H = Half2<T>;
+  static constexpr bool kDirect = CodeToFloat<T, kBits>::kDirect;
+  // One bit-plane under the magic-number path: codes are read in place from their slots.
+  static constexpr bool kSlots = kDirect && part_width<kBits>(1) == 0;
+  static constexpr int kPer = 16 / kBits;  // slots per 16-bit half (one bit-plane)
+  // Consecutive slots that fit the mantissa without a shift; the next ones come after one shift.
+  static constexpr int kFit = kSlots ? (H::kMagicBits - kBits) / kBits + 1 : 1;
+  static constexpr float kOffset = CodeToFloat<T, kBits>::kOffset;
+
+  __host__ __device__ static constexpr int residual(int q) { return kSlots ? ((q % kPer) % kFit) * kBits : 0; }
+
+  __device__ __forceinline__ static u32 extract(const u32 (&w)[kBits], int q) {
+    if constexpr (kSlots) {
+      const int j = q % kPer;
+      const int shift = (j / kFit) * kFit * kBits;
+      const u32 mask = (((1u << kBits) - 1u) << residual(q)) * 0x00010001u;
+      return and_or(w[q / kPer] >> shift, mask, H::kMagic);
+    } else {
+      return CodeToFloat<T, kBits>::convert(code_pair<kBits>(w, q));
+    }
+  }
+};
+
+// Pair q (and, recursively, the pairs after it) of one k16 slab: frag[q / 2][q % 2] = dequantized pair
+// q = 2 nt + r (layout above), with sw[nt / 2] / zw[nt / 2] holding the scales / zero points of this
+// lane's channels (two per word).
+//   symmetric:      (c - 2^(bits-1)) * s          integer zero point: (c - z) * s
+//   float offset:   (c - 0) * s + z              scale not on B (channel scale in the epilogue): no * s
+// q is a template argument so that the slot, shift and constants of each pair are compile-time values.
+// kMulScale false leaves the scale out (the caller applies it to the f32 accumulators).
+template <class Q, bool kMulScale, bool kAOrder, int q>
+__device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
+                                              u32 (&frag)[16]) {
+  using T = typename Q::T;
+  using H = Half2<T>;
+  using D = Codes<T, Q::kBits>;
+  constexpr float kCodeBias = Q::kSigned ? static_cast<float>(1 << (Q::kBits - 1)) : 0.0f;
+  constexpr int nt = q / 2;
+  constexpr int res = D::residual(q);
+  constexpr float off = D::kOffset / static_cast<float>(1 << res);  // offset carried after * 2^-res
+  constexpr u32 kP = exact_pair<T>(1.0f / static_cast<float>(1 << res));
+  const u32 x = D::extract(w, q);
+  u32 v;
+  if constexpr (Q::kZp == ZeroPointKind::kFloatOffset) {
+    v = H::fma(H::fma(x, kP, exact_pair<T>(-off)), broadcast_half(sw[nt >> 1], nt & 1), broadcast_half(zw[nt >> 1], nt & 1));
+  } else {
+    u32 nb;
+    if constexpr (Q::kZp == ZeroPointKind::kInteger) {
+      nb = H::fma(broadcast_half(zw[nt >> 1], nt & 1), exact_pair<T>(-1.0f), exact_pair<T>(-off));
+    } else {
+      nb = exact_pair<T>(-(off + kCodeBias));
+    }
+    v = H::fma(x, kP, nb);
+    if constexpr (kMulScale) v = H::mul(v, broadcast_half(sw[nt >> 1], nt & 1));
+  }
+  // B order: pair (nt, r) at 2 nt + r. A order (weights as the mma's A operand, channels nt*8 + lane/4
+  // as rows): m16 tile mt = nt / 2 holds {(2mt, 0), (2mt+1, 0), (2mt, 1), (2mt+1, 1)} at 4 mt + 0..3.
+  constexpr int slot = kAOrder ? (nt / 2) * 4 + (nt & 1) + 2 * (q & 1) : q;
+  frag[slot] = v;
+  if constexpr (q + 1 < 16) dequant_pairs<Q, kMulScale, kAOrder, q + 1>(w, sw, zw, frag);
+}
+
+// The weight fragments of one k16 slab (see dequant_pairs), in B order or (kAOrder) A order, each
+// mma operand in consecutive registers; the scale is applied when Q::kScaleOnB and kMulScale.
+template <class Q, bool kMulScale, bool kAOrder>
+__device__ __forceinline__ void dequant_slab(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
+                                             u32 (&frag)[16]) {
+  dequant_pairs<Q, Q::kScaleOnB && kMulScale, kAOrder, 0>(w, sw, zw, frag);
+}
 
 }  // namespace humming

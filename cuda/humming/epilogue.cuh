@@ -38,4 +38,14 @@ __device__ __forceinline__ u32 finish_pair(float v0, float v1, const GemmParams&
   return H::from_floats(v0, v1);
 }
 
+// Finishes one output (column col) and returns it as C bits.
+template <class Q>
+__device__ __forceinline__ u16 finish_one(float v, const GemmParams& p, int col) {
+  using H = Half2<typename Q::T>;
+  if constexpr (!Q::kScaleOnB) v *= H::to_float(static_cast<const u16*>(p.scales)[col]);
+  if constexpr (Q::kBias) v += H::to_float(static_cast<const u16*>(p.bias)[col]);
+  v = apply_epilogue<Q::kEpilogue>(v);
+  return static_cast<u16>(H::from_floats(v, 0.0f) & 0xFFFFu);
+}
+
 }  // namespace humming

@@ -24,14 +24,21 @@ namespace humming {
 template <class Q, class Tl>
 struct Gemm {
   using T = typename Q::T;
-  using H = Half2<T>;
   using L = StageLayout<Q, Tl>;
-  using CF = CodeToFloat<T, Q::kBits>;
   static constexpr int kWarpsN = L::kWarpsN;
   static constexpr int kWarpsK = L::kWarpsK;
   static constexpr int kWarpsM = Tl::BM / Tl::WM;
   static constexpr int kThreads = kWarpsM * kWarpsN * kWarpsK * 32;
-  static constexpr int kMTiles = Tl::WM / 16;
+  // Warp tiles of 8 rows use the weights as the mma's A operand (16 channels x 16 k) and the 8 rows of A
+  // as its B operand (n8), "swap AB": at M <= 8 this halves the mma count (one n8 tile instead of an m16
+  // tile that is mostly padding), and each thread's accumulators hold only its own 8 channels, so group
+  // scales go on the f32 accumulators once per group and stage (16 fma per thread) instead of on every
+  // dequantized weight pair (64 f16x2 multiplies per thread and stage).
+  static constexpr bool kSwapAB = Tl::WM == 8;
+  static constexpr int kMTiles = kSwapAB ? 1 : Tl::WM / 16;
+  static constexpr int kAccN = kSwapAB ? 4 : 8;  // accumulator tiles per m16 row block (m16 tiles when swapped)
+  static constexpr bool kScaleOnAcc =
+      kSwapAB && Q::kScaleOnB && Q::kGroup >= 64 && Q::kZp != ZeroPointKind::kFloatOffset;
   static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
   static constexpr int kReduceBytes = (kWarpsK - 1) * Tl::BM * Tl::BN * 4;
   static constexpr int kSmemBytes = kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes;
@@ -48,11 +55,11 @@ struct Gemm {
     const int m0 = blockIdx.y * Tl::BM;
     const bool n_valid = n0 + wn * 64 < p.n;
 
-    float acc[kMTiles][8][4];
+    float acc[kMTiles][kAccN][4];
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < kAccN; ++nt)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
 
@@ -72,18 +79,16 @@ struct Gemm {
         }
       }
     }
-    const u32 off2 = H::from_floats(CF::kOffset, CF::kOffset);
-    const float code_bias = Q::kSigned ? static_cast<float>(1 << (Q::kBits - 1)) : 0.0f;
-    const u32 bias2 = H::from_floats(CF::kOffset + code_bias, CF::kOffset + code_bias);
 
     const int iters_total = (p.k + Tl::BK - 1) / Tl::BK;
     const int split = blockIdx.z;
     const int it_begin = static_cast<int>(static_cast<long long>(iters_total) * split / p.splits);
     const int it_end = static_cast<int>(static_cast<long long>(iters_total) * (split + 1) / p.splits);
     const int iters = it_end - it_begin;
+    StageLoader<Q, Tl, kThreads> loader(p, m0, n0, it_begin * Tl::BK);
 #pragma unroll
     for (int s = 0; s < Tl::STAGES - 1; ++s) {
-      if (s < iters) load_stage<Q, Tl, kThreads>(smem + s * L::kStageBytes, p, (it_begin + s) * Tl::BK, m0, n0);
+      if (s < iters) loader.load(smem + s * L::kStageBytes, p);
       cp_async_commit();
     }
 
@@ -92,7 +97,7 @@ struct Gemm {
       __syncthreads();
       const int next = it + Tl::STAGES - 1;
       if (next < iters) {
-        load_stage<Q, Tl, kThreads>(smem + (next % Tl::STAGES) * L::kStageBytes, p, (it_begin + next) * Tl::BK, m0, n0);
+        loader.load(smem + (next % Tl::STAGES) * L::kStageBytes, p);
       }
       cp_async_commit();
 
@@ -101,16 +106,19 @@ struct Gemm {
       if (!n_valid || k0 + kw * 64 >= p.k) continue;
       const u32* unit = reinterpret_cast<const u32*>(st + L::kBOffset + (kw * kWarpsN + wn) * L::kUnitBytes);
       const char* a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
+      float part[kScaleOnAcc ? 4 : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         u32 w[Q::kBits];
         load_slab_words<Q::kBits>(unit, kk, lane, w);
-        u32 sw[4], zw[4];
+        u32 sw[4] = {0, 0, 0, 0}, zw[4] = {0, 0, 0, 0};
         if constexpr (Q::kGroup > 0) {
           const int r = Q::kGroup < Tl::BK ? (kw * 64 + kk * 16) / Q::kGroup : 0;
           const int idx = r * Tl::BN + wn * 64 + (lane >> 2) * 8;
-          const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kSOffset) + idx);
-          sw[0] = v.x; sw[1] = v.y; sw[2] = v.z; sw[3] = v.w;
+          if constexpr (!kScaleOnAcc) {
+            const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kSOffset) + idx);
+            sw[0] = v.x; sw[1] = v.y; sw[2] = v.z; sw[3] = v.w;
+          }
           if constexpr (Q::kZp != ZeroPointKind::kNone) {
             const uint4 z = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kZOffset) + idx);
             zw[0] = z.x; zw[1] = z.y; zw[2] = z.z; zw[3] = z.w;
@@ -122,32 +130,55 @@ struct Gemm {
             zw[i] = ch_z[i];
           }
         }
-        u32 bfrag[8][2];
+        u32 frag[16];
+        dequant_slab<Q, !kScaleOnAcc, kSwapAB>(w, sw, zw, frag);
+        if constexpr (kSwapAB) {
+          // ldmatrix.x2: a[0] / a[1] = k 0..7 / 8..15 of the warp's 8 rows (lanes 0..7 / 8..15 address them).
+          const int row = wm * 8 + (lane & 7);
+          const int chunk = kk * 2 + ((lane >> 3) & 1);
+          u32 a[2];
+          ldmatrix_x2(a, a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const u32 s2 = broadcast_half(sw[nt >> 1], nt & 1);
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const u32 x = CF::convert(code_pair<Q::kBits>(w, nt * 2 + r));
-            u32 v;
-            if constexpr (Q::kZp == ZeroPointKind::kFloatOffset) {
-              v = H::fma(H::sub(x, off2), s2, broadcast_half(zw[nt >> 1], nt & 1));
+          for (int mt = 0; mt < 4; ++mt) {
+            // Channels mt*16 + lane/4 (+ 8) are the weight pairs nt = 2 mt (+ 1) of the B layout.
+            const u32(&wf)[4] = *reinterpret_cast<const u32(*)[4]>(&frag[4 * mt]);
+            if constexpr (kScaleOnAcc) {
+              if (kk == 0) {
+                mma_16816_zero<T>(part[mt], wf, a[0], a[1]);
+              } else {
+                mma_16816<T>(part[mt], wf, a[0], a[1]);
+              }
             } else {
-              const u32 b2 = Q::kZp == ZeroPointKind::kInteger ? H::add(broadcast_half(zw[nt >> 1], nt & 1), off2) : bias2;
-              v = H::sub(x, b2);
-              if constexpr (Q::kScaleOnB) v = H::mul(v, s2);
+              mma_16816<T>(acc[0][mt], wf, a[0], a[1]);
             }
-            bfrag[nt][r] = v;
+          }
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            const int row = wm * Tl::WM + mt * 16 + (lane & 15);
+            const int chunk = kk * 2 + (lane >> 4);
+            u32 a[4];
+            ldmatrix_x4(a, a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) mma_16816<T>(acc[mt][nt], a, frag[2 * nt], frag[2 * nt + 1]);
           }
         }
+      }
+      if constexpr (kScaleOnAcc) {
+        // This warp's 64-deep slice lies in one group (G >= 64): acc += scale(channel) * part.
+        const int r = Q::kGroup < Tl::BK ? (kw * 64) / Q::kGroup : 0;
+        const int idx = r * Tl::BN + wn * 64 + (lane >> 2) * 8;
+        const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kSOffset) + idx);
+        const u32 sv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          const int row = wm * Tl::WM + mt * 16 + (lane & 15);
-          const int chunk = kk * 2 + (lane >> 4);
-          u32 a[4];
-          ldmatrix_x4(a, a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) mma_16816<T>(acc[mt][nt], a, bfrag[nt][0], bfrag[nt][1]);
+        for (int mt = 0; mt < 4; ++mt) {
+          const float s0 = Half2<T>::to_float(static_cast<u16>(sv[mt] & 0xFFFFu));  // channel mt*16 + lane/4
+          const float s1 = Half2<T>::to_float(static_cast<u16>(sv[mt] >> 16));      // channel mt*16 + lane/4 + 8
+          float(&d)[4] = acc[0][mt];
+          d[0] = fmaf(s0, part[mt][0], d[0]);
+          d[1] = fmaf(s0, part[mt][1], d[1]);
+          d[2] = fmaf(s1, part[mt][2], d[2]);
+          d[3] = fmaf(s1, part[mt][3], d[3]);
         }
       }
     }
@@ -157,16 +188,16 @@ struct Gemm {
     if constexpr (kWarpsK > 1) {
       __syncthreads();
       float* red = reinterpret_cast<float*>(smem);
-      const int slot_base = (wm * kWarpsN + wn) * kMTiles * 8;
-      constexpr int kSlots = kWarpsM * kWarpsN * kMTiles * 8;
+      const int slot_base = (wm * kWarpsN + wn) * kMTiles * kAccN;
+      constexpr int kSlots = kWarpsM * kWarpsN * kMTiles * kAccN;
       if (kw > 0) {
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
+          for (int nt = 0; nt < kAccN; ++nt)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-              red[(((kw - 1) * kSlots + slot_base + mt * 8 + nt) * 4 + j) * 32 + lane] = acc[mt][nt][j];
+              red[(((kw - 1) * kSlots + slot_base + mt * kAccN + nt) * 4 + j) * 32 + lane] = acc[mt][nt][j];
       }
       __syncthreads();
       if (kw == 0) {
@@ -175,10 +206,10 @@ struct Gemm {
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt)
+            for (int nt = 0; nt < kAccN; ++nt)
 #pragma unroll
               for (int j = 0; j < 4; ++j)
-                acc[mt][nt][j] += red[(((k2 - 1) * kSlots + slot_base + mt * 8 + nt) * 4 + j) * 32 + lane];
+                acc[mt][nt][j] += red[(((k2 - 1) * kSlots + slot_base + mt * kAccN + nt) * 4 + j) * 32 + lane];
       }
     }
 
@@ -192,7 +223,17 @@ struct Gemm {
       constexpr int kTileFloats = Tl::BM * Tl::BN;
       const long long split_stride = static_cast<long long>(tiles) * kTileFloats;
       float* ws_tile = p.workspace + static_cast<long long>(tile) * kTileFloats;
-      if (kw == 0 && n_valid) {
+      if (kw == 0 && n_valid && kSwapAB) {
+        float* ws = ws_tile + split * split_stride;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int row = wm * 8 + 2 * (lane & 3) + (j & 1);
+            const int col = wn * 64 + (2 * i + (j >> 1)) * 8 + (lane >> 2);
+            if (m0 + row < p.m) __stcg(ws + row * Tl::BN + col, acc[0][i][j]);
+          }
+      } else if (kw == 0 && n_valid) {
         float* ws = ws_tile + split * split_stride;
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
@@ -244,6 +285,19 @@ struct Gemm {
     }
     if (kw != 0 || !n_valid) return;
 
+    if constexpr (kSwapAB) {
+      // acc[0][mt][j]: row 2 (lane % 4) + j % 2, channel (2 mt + j / 2) * 8 + lane / 4.
+      u16* c16 = static_cast<u16*>(p.c);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int row = m0 + wm * 8 + 2 * (lane & 3) + (j & 1);
+          const int col = n0 + wn * 64 + (2 * i + (j >> 1)) * 8 + (lane >> 2);
+          if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(acc[0][i][j], p, col);
+        }
+      return;
+    }
     u32* c = static_cast<u32*>(p.c);
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {

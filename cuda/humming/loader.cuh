@@ -33,66 +33,110 @@ struct StageLayout {
   static_assert(kABytes % 16 == 0 && kBBytes % 16 == 0 && kSBytes % 16 == 0, "stage parts must stay 16-byte aligned");
 };
 
+// Copies one pipeline stage per call, stage after stage along K. The per-thread part of every address
+// (row, chunk, smem slot) and the M/N bounds are computed once by the constructor; the source pointers
+// are carried from stage to stage, so the copy code in the main loop is one 64-bit add and one cp.async
+// per 16-byte chunk, plus K bounds checks in the last stage only. Sources of chunks outside the problem
+// stay valid addresses (row 0, unit column 0) and are never read (cp.async with 0 source bytes).
 template <class Q, class Tl, int kThreads>
-__device__ __forceinline__ void load_stage(char* stage, const GemmParams& p, int k0, int m0, int n0) {
+struct StageLoader {
   using L = StageLayout<Q, Tl>;
-  const int tid = threadIdx.x;
-  // A: BM rows x BK columns, 8 halves per chunk.
-  {
-    constexpr int kChunksPerRow = Tl::BK / 8;
-    constexpr int kChunks = Tl::BM * kChunksPerRow;
-    const u16* a = static_cast<const u16*>(p.a);
+  static constexpr int kAChunksPerRow = Tl::BK / 8;
+  static constexpr int kAChunks = Tl::BM * kAChunksPerRow;
+  static constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads;
+  static constexpr int kBChunksPerUnit = L::kUnitBytes / 16;
+  static constexpr int kBChunks = L::kWarpsN * L::kWarpsK * kBChunksPerUnit;
+  static constexpr int kBPer = (kBChunks + kThreads - 1) / kThreads;
+  static constexpr int kSChunksPerRow = Tl::BN / 8;
+  static constexpr int kSChunks = L::kScaleRows * kSChunksPerRow;
+  static constexpr int kSPer = kSChunks > 0 ? (kSChunks + kThreads - 1) / kThreads : 1;
+  static_assert(kAPer <= 32 && kBPer <= 32 && kSPer <= 32, "at most 32 chunks of a kind per thread");
+  // Scale rows a stage moves on by: BK / G, or one row every G / BK stages for groups longer than BK.
+  static constexpr int kGroupOrOne = Q::kGroup > 0 ? Q::kGroup : 1;
+  static constexpr int kRowStep = Q::kGroup > 0 && Q::kGroup < Tl::BK ? Tl::BK / kGroupOrOne : 1;
+
+  int k0;  // K index of the next stage
+  u32 a_ok, b_ok, s_ok;  // bit j: chunk j lies inside M (A) or N (B, scales)
+  const u16* a_src[kAPer];
+  const char* b_src[kBPer];
+  long long b_stage_bytes;  // B bytes of one stage along K: BK / 64 rows of N / 64 units
+  long long s_off[kSPer];   // element offset of the scale chunk in the next stage's rows
+
+  __device__ __forceinline__ StageLoader(const GemmParams& p, int m0, int n0, int k_begin)
+      : k0(k_begin), a_ok(0), b_ok(0), s_ok(0) {
+    const int tid = threadIdx.x;
 #pragma unroll
-    for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
+    for (int j = 0; j < kAPer; ++j) {
       const int i = tid + j * kThreads;
-      if (kChunks % kThreads != 0 && i >= kChunks) break;
-      const int row = i / kChunksPerRow, c = i % kChunksPerRow;
-      const int kw = c / 8, ch = c % 8;
-      const int grow = m0 + row, gk = k0 + c * 8;
-      const bool pred = grow < p.m && gk < p.k;
-      const u16* src = pred ? a + static_cast<long long>(grow) * p.lda + gk : a;
-      char* dst = stage + L::kAOffset + kw * (Tl::BM * 128) + row * 128 + ((ch ^ (row & 7)) * 16);
-      cp_async16(dst, src, pred);
+      const int row = i / kAChunksPerRow, c = i % kAChunksPerRow;
+      const bool ok = m0 + row < p.m;
+      a_ok |= ok ? 1u << j : 0u;
+      a_src[j] = static_cast<const u16*>(p.a) + (ok ? static_cast<long long>(m0 + row) * p.lda : 0) + k0 + c * 8;
     }
-  }
-  // B: whole units.
-  {
-    constexpr int kChunksPerUnit = L::kUnitBytes / 16;
-    constexpr int kChunks = L::kWarpsN * L::kWarpsK * kChunksPerUnit;
-    const char* b = static_cast<const char*>(p.b);
-    const int units_n = p.n / 64, units_k = p.k / 64;
+    const int units_n = p.n / 64;
+    const long long row_bytes = static_cast<long long>(units_n) * L::kUnitBytes;
+    b_stage_bytes = row_bytes * (Tl::BK / 64);
 #pragma unroll
-    for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
+    for (int j = 0; j < kBPer; ++j) {
       const int i = tid + j * kThreads;
-      if (kChunks % kThreads != 0 && i >= kChunks) break;
-      const int u = i / kChunksPerUnit, c = i % kChunksPerUnit;
+      const int u = i / kBChunksPerUnit, c = i % kBChunksPerUnit;
       const int kw = u / L::kWarpsN, wn = u % L::kWarpsN;
-      const int ku = k0 / 64 + kw, nu = n0 / 64 + wn;
-      const bool pred = ku < units_k && nu < units_n;
-      const char* src = pred ? b + (static_cast<long long>(ku) * units_n + nu) * L::kUnitBytes + c * 16 : b;
-      cp_async16(stage + L::kBOffset + u * L::kUnitBytes + c * 16, src, pred);
+      const int nu = n0 / 64 + wn;
+      const bool ok = nu < units_n;
+      b_ok |= ok ? 1u << j : 0u;
+      b_src[j] = static_cast<const char*>(p.b) + (k0 / 64 + kw) * row_bytes + (ok ? static_cast<long long>(nu) * L::kUnitBytes : 0) + c * 16;
+    }
+#pragma unroll
+    for (int j = 0; j < kSPer; ++j) {
+      const int i = tid + j * kThreads;
+      const int r = i / kSChunksPerRow, c = i % kSChunksPerRow;
+      const bool ok = Q::kGroup > 0 && n0 + c * 8 < p.n;
+      s_ok |= ok ? 1u << j : 0u;
+      s_off[j] = (static_cast<long long>(k0 / kGroupOrOne) + r) * p.n + (ok ? n0 + c * 8 : 0);
     }
   }
-  // Scale and zero-point rows (group scales only).
-  if constexpr (L::kScaleRows > 0) {
-    constexpr int kChunksPerRow = Tl::BN / 8;
-    constexpr int kChunks = L::kScaleRows * kChunksPerRow;
-    const int groups = (p.k + Q::kGroup - 1) / Q::kGroup;
-    const int g0 = k0 / Q::kGroup;
+
+  // Issues the copies of the next stage into `stage` and moves on to the stage after it.
+  __device__ __forceinline__ void load(char* stage, const GemmParams& p) {
+    const int tid = threadIdx.x;
+    const bool full = k0 + Tl::BK <= p.k;  // uniform: no K bounds checks but in the last stage
 #pragma unroll
-    for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
+    for (int j = 0; j < kAPer; ++j) {
       const int i = tid + j * kThreads;
-      if (kChunks % kThreads != 0 && i >= kChunks) break;
-      const int r = i / kChunksPerRow, c = i % kChunksPerRow;
-      const int g = g0 + r, n = n0 + c * 8;
-      const bool pred = g < groups && n < p.n;
-      const long long off = pred ? (static_cast<long long>(g) * p.n + n) : 0;
-      cp_async16(stage + L::kSOffset + (r * Tl::BN + c * 8) * 2, static_cast<const u16*>(p.scales) + off, pred);
-      if constexpr (L::kZBytes > 0) {
-        cp_async16(stage + L::kZOffset + (r * Tl::BN + c * 8) * 2, static_cast<const u16*>(p.zeros) + off, pred);
+      if (kAChunks % kThreads != 0 && i >= kAChunks) break;
+      const int row = i / kAChunksPerRow, c = i % kAChunksPerRow;
+      const int kw = c / 8, ch = c % 8;
+      const bool pred = (a_ok >> j & 1u) && (full || k0 + c * 8 < p.k);
+      cp_async16(stage + L::kAOffset + kw * (Tl::BM * 128) + row * 128 + ((ch ^ (row & 7)) * 16), a_src[j], pred);
+      a_src[j] += Tl::BK;
+    }
+#pragma unroll
+    for (int j = 0; j < kBPer; ++j) {
+      const int i = tid + j * kThreads;
+      if (kBChunks % kThreads != 0 && i >= kBChunks) break;
+      const int kw = (i / kBChunksPerUnit) / L::kWarpsN;
+      const bool pred = (b_ok >> j & 1u) && (full || k0 + kw * 64 < p.k);
+      cp_async16(stage + L::kBOffset + i * 16, b_src[j], pred);
+      b_src[j] += b_stage_bytes;
+    }
+    if constexpr (L::kScaleRows > 0) {
+      const int groups = (p.k + kGroupOrOne - 1) / kGroupOrOne;
+      const bool next_row = Q::kGroup <= Tl::BK || (k0 + Tl::BK) % kGroupOrOne == 0;
+#pragma unroll
+      for (int j = 0; j < kSPer; ++j) {
+        const int i = tid + j * kThreads;
+        if (kSChunks % kThreads != 0 && i >= kSChunks) break;
+        const int r = i / kSChunksPerRow;
+        const bool pred = (s_ok >> j & 1u) && (full || k0 / kGroupOrOne + r < groups);
+        cp_async16(stage + L::kSOffset + i * 16, static_cast<const u16*>(p.scales) + s_off[j], pred);
+        if constexpr (L::kZBytes > 0) {
+          cp_async16(stage + L::kZOffset + i * 16, static_cast<const u16*>(p.zeros) + s_off[j], pred);
+        }
+        if (next_row) s_off[j] += static_cast<long long>(kRowStep) * p.n;
       }
     }
+    k0 += Tl::BK;
   }
-}
+};
 
 }  // namespace humming

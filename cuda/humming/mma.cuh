@@ -11,6 +11,13 @@ __device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], const void* smem) {
                : "r"(smem_addr(smem)));
 }
 
+// Two 8x8 b16 matrices from shared memory; lanes 0..7 / 8..15 give the row addresses of matrix 0 / 1.
+__device__ __forceinline__ void ldmatrix_x2(u32 (&r)[2], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(smem)));
+}
+
 // D = A * B + D for one m16n8k16 tile. A: 4 registers (row-major fragment), B: 2 registers
 // (column-major fragment), D: 4 f32 (rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0, 1}).
 template <class T>
@@ -27,6 +34,25 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// D = A * B for one m16n8k16 tile (no accumulator input).
+template <class T>
+__device__ __forceinline__ void mma_16816_zero(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  const float z = 0.0f;
+  if constexpr (T::kIsBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
   }
 }
 

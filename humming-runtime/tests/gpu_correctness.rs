@@ -257,7 +257,8 @@ fn matrix_for(bits: u32, dtype: usize) {
     };
     let mut rng = Rng::new(seed() ^ bits as u64);
     let (ms, ns, ks): (&[usize], &[usize], &[usize]) = if quick() {
-        (&[1, 33], &[192], &[576])
+        // K = 4096 at M = 1 takes the split-K path (workspace, tickets, last-CTA reduction).
+        (&[1, 33], &[192], &[576, 4096])
     } else {
         (
             &[1, 7, 16, 33, 128, 1000],

@@ -42,7 +42,8 @@ pub const HEADERS: &[(&str, &str)] = &[
 ];
 
 /// Default tile configurations when a declaration fixes none, picked at run time by M
-/// (the smallest `block_m` that covers M wins).
+/// (the smallest `block_m` that covers M wins). The 8-row tile (M <= 8) runs the "swap AB" path
+/// (weights as the mma's A operand, group scales on the f32 accumulators; see `gemm.cuh`).
 pub fn default_tiles() -> Vec<TileConfig> {
     let t = |bm, bn, bk, wm, st| TileConfig {
         block_m: bm,
@@ -54,6 +55,7 @@ pub fn default_tiles() -> Vec<TileConfig> {
         stages: st,
     };
     vec![
+        t(8, 128, 128, 8, 4),
         t(16, 128, 128, 16, 4),
         t(32, 128, 128, 32, 4),
         t(64, 128, 128, 32, 4),
@@ -153,6 +155,18 @@ fn epilogue_kind(e: Epilogue) -> &'static str {
     }
 }
 
+/// The `minBlocksPerMultiprocessor` hint of a tile's `__launch_bounds__`: the CTAs that fit the
+/// shared memory of one SM (228 KiB on sm_90, 1 KiB reserved per CTA), limited so that each thread may
+/// still use the registers its accumulators need (96 for warp tiles of up to 16 rows, else 160). The hint only bounds register allocation; without it ptxas 13.0 was
+/// seen to cap a 128-thread tile at 80 registers and spill.
+pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    let by_smem = (228 * 1024) / (smem_bytes(spec, t) + 1024).max(1);
+    // Accumulators grow with the warp's rows: 8 or 16 rows fit in 96 registers, more need 160.
+    let regs = if t.warp_m <= 16 { 96 } else { 160 };
+    let by_regs = 65536 / (t.threads().max(1) * regs);
+    by_smem.min(by_regs).max(1)
+}
+
 /// Generates the `.cu` source of a kernel whose spec passed validation.
 pub fn generate_cuda(spec: &KernelSpec) -> String {
     let mut s = String::new();
@@ -207,8 +221,9 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         );
         let _ = writeln!(
             s,
-            "extern \"C\" __global__ void __launch_bounds__({})",
-            t.threads()
+            "extern \"C\" __global__ void __launch_bounds__({}, {})",
+            t.threads(),
+            min_blocks_per_sm(spec, t)
         );
         let _ = writeln!(
             s,

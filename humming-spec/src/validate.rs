@@ -1148,11 +1148,11 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             };
             errs.push(at, format!("the mma.sync kernel uses warp tiles of N = 64 and K = 64; found N = {}, K = {}", t.warp_n, t.warp_k));
         }
-        if t.warp_m % 16 != 0 || t.warp_m > 64 {
+        if !(t.warp_m == 8 || (t.warp_m % 16 == 0 && t.warp_m <= 64)) {
             errs.push(
                 span.warp[0],
                 format!(
-                    "the mma.sync kernel needs warp M in 16, 32, 48, 64; found {}",
+                    "the mma.sync kernel needs warp M in 8, 16, 32, 48, 64; found {}",
                     t.warp_m
                 ),
             );

@@ -15,23 +15,30 @@ using Quant = humming::QuantConfig<
     humming::EpilogueKind::kNone>;
 }  // namespace
 
-// tile 0: b16x128x128w16x64x64s4, 128 threads, 51200 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::kSmemBytes == 51200u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128)
+// tile 0: b8x128x128w8x64x64s4, 128 threads, 43008 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::kSmemBytes == 43008u, "shared memory size disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(128, 5)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t0(const humming::GemmParams params) {
+  humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::run(params);
+}
+
+// tile 1: b16x128x128w16x64x64s4, 128 threads, 51200 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::kSmemBytes == 51200u, "shared memory size disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(128, 4)
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t1(const humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::run(params);
 }
 
-// tile 1: b32x128x128w32x64x64s4, 128 threads, 67584 bytes of shared memory
+// tile 2: b32x128x128w32x64x64s4, 128 threads, 67584 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4>>::kSmemBytes == 67584u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t1(const humming::GemmParams params) {
+extern "C" __global__ void __launch_bounds__(128, 3)
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t2(const humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4>>::run(params);
 }
 
-// tile 2: b64x128x128w32x64x64s4, 256 threads, 100352 bytes of shared memory
+// tile 3: b64x128x128w32x64x64s4, 256 threads, 100352 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4>>::kSmemBytes == 100352u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(256)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t2(const humming::GemmParams params) {
+extern "C" __global__ void __launch_bounds__(256, 1)
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t3(const humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4>>::run(params);
 }

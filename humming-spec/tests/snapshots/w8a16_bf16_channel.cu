@@ -15,23 +15,30 @@ using Quant = humming::QuantConfig<
     humming::EpilogueKind::kNone>;
 }  // namespace
 
-// tile 0: b16x128x128w16x64x64s4, 128 threads, 81920 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::kSmemBytes == 81920u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128)
+// tile 0: b8x128x128w8x64x64s4, 128 threads, 73728 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::kSmemBytes == 73728u, "shared memory size disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(128, 3)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t0(const humming::GemmParams params) {
+  humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::run(params);
+}
+
+// tile 1: b16x128x128w16x64x64s4, 128 threads, 81920 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::kSmemBytes == 81920u, "shared memory size disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(128, 2)
+humming_3bc516943a570ffcff6a6a60984f3bdc_t1(const humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::run(params);
 }
 
-// tile 1: b32x128x128w32x64x64s4, 128 threads, 98304 bytes of shared memory
+// tile 2: b32x128x128w32x64x64s4, 128 threads, 98304 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4>>::kSmemBytes == 98304u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128)
-humming_3bc516943a570ffcff6a6a60984f3bdc_t1(const humming::GemmParams params) {
+extern "C" __global__ void __launch_bounds__(128, 2)
+humming_3bc516943a570ffcff6a6a60984f3bdc_t2(const humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4>>::run(params);
 }
 
-// tile 2: b64x128x128w32x64x64s4, 256 threads, 131072 bytes of shared memory
+// tile 3: b64x128x128w32x64x64s4, 256 threads, 131072 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4>>::kSmemBytes == 131072u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(256)
-humming_3bc516943a570ffcff6a6a60984f3bdc_t2(const humming::GemmParams params) {
+extern "C" __global__ void __launch_bounds__(256, 1)
+humming_3bc516943a570ffcff6a6a60984f3bdc_t3(const humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4>>::run(params);
 }
