@@ -37,6 +37,9 @@ struct Args {
     /// Also time with split-K off.
     #[arg(long)]
     no_split: bool,
+    /// Numbers of K splits to time, comma separated; 0 = the automatic choice.
+    #[arg(long, default_value = "0")]
+    splits: String,
 }
 
 fn parse_list<T: std::str::FromStr>(s: &str) -> Vec<T> {
@@ -113,11 +116,12 @@ fn main() -> Res<()> {
                 .map(|_| gemm.upload(&qs))
                 .collect::<Result<_, _>>()?;
             for &m in &parse_list::<usize>(&args.ms) {
-                for split in [true, false] {
-                    if !split && !args.no_split {
-                        continue;
-                    }
-                    gemm.set_split_k(split);
+                let mut choices: Vec<usize> = parse_list(&args.splits);
+                if args.no_split {
+                    choices.push(1);
+                }
+                for &forced in &choices {
+                    gemm.set_splits((forced > 0).then_some(forced));
                     gemm.reserve(m, n, k)?;
                     let a = stream.clone_htod(
                         &(0..m * k)

@@ -29,14 +29,17 @@ struct Gemm {
   static constexpr int kWarpsK = L::kWarpsK;
   static constexpr int kWarpsM = Tl::BM / Tl::WM;
   static constexpr int kThreads = kWarpsM * kWarpsN * kWarpsK * 32;
-  // Warp tiles of 8 rows use the weights as the mma's A operand (16 channels x 16 k) and the 8 rows of A
-  // as its B operand (n8), "swap AB": at M <= 8 this halves the mma count (one n8 tile instead of an m16
-  // tile that is mostly padding), and each thread's accumulators hold only its own 8 channels, so group
-  // scales go on the f32 accumulators once per group and stage (16 fma per thread) instead of on every
-  // dequantized weight pair (64 f16x2 multiplies per thread and stage).
-  static constexpr bool kSwapAB = Tl::WM == 8;
+  // Warp tiles of 8 or 16 rows use the weights as the mma's A operand (16 channels x 16 k) and the rows
+  // of A as its B operand (one n8 tile per 8 rows), "swap AB": at M <= 8 this halves the mma count (one
+  // n8 tile instead of an m16 tile that is mostly padding), and each thread's accumulators hold only its
+  // own 8 channels, so group scales go on the f32 accumulators once per group and stage (16 fma per n8
+  // tile and thread) instead of on every dequantized weight pair (64 f16x2 multiplies per thread and
+  // stage).
+  static constexpr bool kSwapAB = Tl::WM <= 16;
+  static constexpr int kTokTiles = Tl::WM / 8;  // n8 tiles of A rows per warp when swapped
   static constexpr int kMTiles = kSwapAB ? 1 : Tl::WM / 16;
-  static constexpr int kAccN = kSwapAB ? 4 : 8;  // accumulator tiles per m16 row block (m16 tiles when swapped)
+  // Accumulator tiles per m16 row block; swapped: 4 m16 channel tiles per n8 tile of rows.
+  static constexpr int kAccN = kSwapAB ? 4 * kTokTiles : 8;
   static constexpr bool kScaleOnAcc =
       kSwapAB && Q::kScaleOnB && Q::kGroup >= 64 && Q::kZp != ZeroPointKind::kFloatOffset;
   static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
@@ -106,7 +109,7 @@ struct Gemm {
       if (!n_valid || k0 + kw * 64 >= p.k) continue;
       const u32* unit = reinterpret_cast<const u32*>(st + L::kBOffset + (kw * kWarpsN + wn) * L::kUnitBytes);
       const char* a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
-      float part[kScaleOnAcc ? 4 : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
+      float part[kScaleOnAcc ? kAccN : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         u32 w[Q::kBits];
@@ -133,23 +136,31 @@ struct Gemm {
         u32 frag[16];
         dequant_slab<Q, !kScaleOnAcc, kSwapAB>(w, sw, zw, frag);
         if constexpr (kSwapAB) {
-          // ldmatrix.x2: a[0] / a[1] = k 0..7 / 8..15 of the warp's 8 rows (lanes 0..7 / 8..15 address them).
-          const int row = wm * 8 + (lane & 7);
+          // a[2 t] / a[2 t + 1] = k 0..7 / 8..15 of rows 8t..8t+7 of the warp tile (lanes 8i..8i+7 address
+          // matrix i), so each mma's B operand is a register pair.
+          const int row = wm * Tl::WM + ((lane >> 4) << 3) * (kTokTiles - 1) + (lane & 7);
           const int chunk = kk * 2 + ((lane >> 3) & 1);
-          u32 a[2];
-          ldmatrix_x2(a, a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+          u32 a[2 * kTokTiles];
+          if constexpr (kTokTiles == 1) {
+            ldmatrix_x2(*reinterpret_cast<u32(*)[2]>(a), a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+          } else {
+            ldmatrix_x4(*reinterpret_cast<u32(*)[4]>(a), a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+          }
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt) {
             // Channels mt*16 + lane/4 (+ 8) are the weight pairs nt = 2 mt (+ 1) of the B layout.
             const u32(&wf)[4] = *reinterpret_cast<const u32(*)[4]>(&frag[4 * mt]);
-            if constexpr (kScaleOnAcc) {
-              if (kk == 0) {
-                mma_16816_zero<T>(part[mt], wf, a[0], a[1]);
+#pragma unroll
+            for (int tt = 0; tt < kTokTiles; ++tt) {
+              if constexpr (kScaleOnAcc) {
+                if (kk == 0) {
+                  mma_16816_zero<T>(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1]);
+                } else {
+                  mma_16816<T>(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1]);
+                }
               } else {
-                mma_16816<T>(part[mt], wf, a[0], a[1]);
+                mma_16816<T>(acc[0][tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1]);
               }
-            } else {
-              mma_16816<T>(acc[0][mt], wf, a[0], a[1]);
             }
           }
         } else {
@@ -174,11 +185,15 @@ struct Gemm {
         for (int mt = 0; mt < 4; ++mt) {
           const float s0 = Half2<T>::to_float(static_cast<u16>(sv[mt] & 0xFFFFu));  // channel mt*16 + lane/4
           const float s1 = Half2<T>::to_float(static_cast<u16>(sv[mt] >> 16));      // channel mt*16 + lane/4 + 8
-          float(&d)[4] = acc[0][mt];
-          d[0] = fmaf(s0, part[mt][0], d[0]);
-          d[1] = fmaf(s0, part[mt][1], d[1]);
-          d[2] = fmaf(s1, part[mt][2], d[2]);
-          d[3] = fmaf(s1, part[mt][3], d[3]);
+#pragma unroll
+          for (int tt = 0; tt < kTokTiles; ++tt) {
+            float(&d)[4] = acc[0][tt * 4 + mt];
+            const float(&q)[4] = part[tt * 4 + mt];
+            d[0] = fmaf(s0, q[0], d[0]);
+            d[1] = fmaf(s0, q[1], d[1]);
+            d[2] = fmaf(s1, q[2], d[2]);
+            d[3] = fmaf(s1, q[3], d[3]);
+          }
         }
       }
     }
@@ -226,11 +241,11 @@ struct Gemm {
       if (kw == 0 && n_valid && kSwapAB) {
         float* ws = ws_tile + split * split_stride;
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < kAccN; ++i)
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const int row = wm * 8 + 2 * (lane & 3) + (j & 1);
-            const int col = wn * 64 + (2 * i + (j >> 1)) * 8 + (lane >> 2);
+            const int row = wm * Tl::WM + (i >> 2) * 8 + 2 * (lane & 3) + (j & 1);
+            const int col = wn * 64 + (2 * (i & 3) + (j >> 1)) * 8 + (lane >> 2);
             if (m0 + row < p.m) __stcg(ws + row * Tl::BN + col, acc[0][i][j]);
           }
       } else if (kw == 0 && n_valid) {
@@ -286,14 +301,14 @@ struct Gemm {
     if (kw != 0 || !n_valid) return;
 
     if constexpr (kSwapAB) {
-      // acc[0][mt][j]: row 2 (lane % 4) + j % 2, channel (2 mt + j / 2) * 8 + lane / 4.
+      // acc[0][tt * 4 + mt][j]: row 8 tt + 2 (lane % 4) + j % 2, channel (2 mt + j / 2) * 8 + lane / 4.
       u16* c16 = static_cast<u16*>(p.c);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kAccN; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int row = m0 + wm * 8 + 2 * (lane & 3) + (j & 1);
-          const int col = n0 + wn * 64 + (2 * i + (j >> 1)) * 8 + (lane >> 2);
+          const int row = m0 + wm * Tl::WM + (i >> 2) * 8 + 2 * (lane & 3) + (j & 1);
+          const int col = n0 + wn * 64 + (2 * (i & 3) + (j >> 1)) * 8 + (lane >> 2);
           if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(acc[0][i][j], p, col);
         }
       return;

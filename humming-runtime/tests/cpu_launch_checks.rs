@@ -199,7 +199,7 @@ fn tile_selection_by_m() {
 }
 
 #[test]
-fn split_k_fills_one_wave() {
+fn split_k_balances_the_multiprocessors() {
     use humming_runtime::cuda::choose_splits;
     let t = TileConfig {
         block_m: 16,
@@ -210,19 +210,32 @@ fn split_k_fills_one_wave() {
         warp_k: 64,
         stages: 4,
     };
-    // 8192 x 8192 at M = 1: 64 tiles, 132 SMs x 3 resident CTAs = 396 slots -> 6 splits (384 CTAs,
-    // one wave; 8 splits would need a second, partial wave).
-    assert_eq!(choose_splits(&t, 1, 8192, 8192, 396), 6);
+    // 8192 x 8192 at M = 1: 64 tiles, 64 steps, 132 SMs x 3 CTAs: 6 splits (384 CTAs, 3 per SM, one
+    // wave, 11 steps each: cost 3 * 11 + 4 = 37); 8 splits would need a second wave (4 * 8 + 8 = 40).
+    assert_eq!(choose_splits(&t, 1, 8192, 8192, 132, 3), 6);
+    // 28672 x 4096 at M = 1, 5 CTAs per SM: 224 tiles, 32 steps. 2 splits leave SMs with 3 or 4 CTAs
+    // of 4 warps (charged as 4 * 16 + 4 = 68); 4 splits: 896 CTAs, 7 per SM of 8 steps, 2 waves (56 + 8).
+    assert_eq!(choose_splits(&t, 1, 28672, 4096, 132, 5), 4);
+    // A CTA of 8 warps (block K 256): 2 per SM keep it busy; 224 tiles of 16 steps need no split.
+    let wide = TileConfig {
+        block_m: 8,
+        warp_m: 8,
+        block_k: 256,
+        stages: 3,
+        ..t
+    };
+    assert_eq!(choose_splits(&wide, 1, 28672, 4096, 132, 3), 1);
+    assert_eq!(choose_splits(&wide, 1, 8192, 8192, 132, 3), 4);
     // Enough tiles already: no split.
-    assert_eq!(choose_splits(&t, 1, 65536, 4096, 396), 1);
-    assert_eq!(choose_splits(&t, 4096, 8192, 8192, 396), 1);
+    assert_eq!(choose_splits(&t, 1, 65536, 4096, 132, 3), 1);
+    assert_eq!(choose_splits(&t, 4096, 8192, 8192, 132, 3), 1);
     // At least 4 BK steps per split, never more than 16.
-    assert_eq!(choose_splits(&t, 1, 64, 576, 396), 1);
-    assert_eq!(choose_splits(&t, 1, 64, 1536, 396), 3);
-    assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 396), 16);
+    assert_eq!(choose_splits(&t, 1, 64, 576, 132, 3), 1);
+    assert_eq!(choose_splits(&t, 1, 64, 1536, 132, 3), 3);
+    assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 132, 3), 16);
     // The f32 partials stay within a quarter of the weight traffic: splits * M <= K / 64.
-    assert_eq!(choose_splits(&t, 16, 4096, 4096, 396), 4);
-    assert_eq!(choose_splits(&t, 64, 8192, 4096, 396), 1);
+    assert_eq!(choose_splits(&t, 16, 4096, 4096, 132, 3), 4);
+    assert_eq!(choose_splits(&t, 64, 8192, 4096, 132, 3), 1);
     // Degenerate inputs do not panic.
-    assert_eq!(choose_splits(&t, 0, 0, 0, 0), 1);
+    assert_eq!(choose_splits(&t, 0, 0, 0, 0, 0), 1);
 }

@@ -55,7 +55,7 @@ pub fn default_tiles() -> Vec<TileConfig> {
         stages: st,
     };
     vec![
-        t(8, 128, 128, 8, 4),
+        t(8, 128, 256, 8, 3),
         t(16, 128, 128, 16, 4),
         t(32, 128, 128, 32, 4),
         t(64, 128, 128, 32, 4),
@@ -157,12 +157,12 @@ fn epilogue_kind(e: Epilogue) -> &'static str {
 
 /// The `minBlocksPerMultiprocessor` hint of a tile's `__launch_bounds__`: the CTAs that fit the
 /// shared memory of one SM (228 KiB on sm_90, 1 KiB reserved per CTA), limited so that each thread may
-/// still use the registers its accumulators need (96 for warp tiles of up to 16 rows, else 160). The hint only bounds register allocation; without it ptxas 13.0 was
+/// still use the registers its accumulators need (96 for warp tiles of 8 rows, else 160). The hint only bounds register allocation; without it ptxas 13.0 was
 /// seen to cap a 128-thread tile at 80 registers and spill.
 pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let by_smem = (228 * 1024) / (smem_bytes(spec, t) + 1024).max(1);
-    // Accumulators grow with the warp's rows: 8 or 16 rows fit in 96 registers, more need 160.
-    let regs = if t.warp_m <= 16 { 96 } else { 160 };
+    // Accumulators grow with the warp's rows: 8 rows fit in 96 registers, more need 160.
+    let regs = if t.warp_m <= 8 { 96 } else { 160 };
     let by_regs = 65536 / (t.threads().max(1) * regs);
     by_smem.min(by_regs).max(1)
 }

@@ -15,16 +15,16 @@ using Quant = humming::QuantConfig<
     humming::EpilogueKind::kNone>;
 }  // namespace
 
-// tile 0: b8x128x128w8x64x64s4, 128 threads, 43008 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::kSmemBytes == 43008u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128, 5)
+// tile 0: b8x128x256w8x64x64s3, 256 threads, 64512 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3>>::kSmemBytes == 64512u, "shared memory size disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(256, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t0(const humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::run(params);
+  humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3>>::run(params);
 }
 
 // tile 1: b16x128x128w16x64x64s4, 128 threads, 51200 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::kSmemBytes == 51200u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128, 4)
+extern "C" __global__ void __launch_bounds__(128, 3)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t1(const humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4>>::run(params);
 }

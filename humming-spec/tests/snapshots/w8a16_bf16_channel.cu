@@ -15,11 +15,11 @@ using Quant = humming::QuantConfig<
     humming::EpilogueKind::kNone>;
 }  // namespace
 
-// tile 0: b8x128x128w8x64x64s4, 128 threads, 73728 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::kSmemBytes == 73728u, "shared memory size disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128, 3)
+// tile 0: b8x128x256w8x64x64s3, 256 threads, 110592 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3>>::kSmemBytes == 110592u, "shared memory size disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(256, 2)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t0(const humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<8, 128, 128, 8, 64, 64, 4>>::run(params);
+  humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3>>::run(params);
 }
 
 // tile 1: b16x128x128w16x64x64s4, 128 threads, 81920 bytes of shared memory
