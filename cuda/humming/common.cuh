@@ -86,10 +86,28 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
   return r;
 }
 
-// 16-byte global->shared copy; when `pred` is false nothing is read and the destination is zero-filled.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+// 16-byte global->shared copy to the shared-space address `smem`; when `pred` is false nothing is read
+// and the destination is zero-filled.
+__device__ __forceinline__ void cp_async16(u32 smem, const void* gmem, bool pred) {
   const int n = pred ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(n));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(n));
+}
+
+// Shared-memory loads by 32-bit shared-space address (no generic-pointer conversion in the main loop).
+__device__ __forceinline__ uint4 lds128(u32 a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint2 lds64(u32 a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ u32 lds32(u32 a) {
+  u32 v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a));
+  return v;
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

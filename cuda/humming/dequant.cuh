@@ -113,28 +113,28 @@ __device__ __host__ constexpr int part_offset(int i) {
 }
 
 // Loads the words of one k16 slab for this lane: w[part_offset(i) .. + part_width(i)) = part i.
-// `unit` points at the unit's first word in shared memory.
+// `unit` is the shared-space address of the unit's first word.
 template <int kBits>
-__device__ __forceinline__ void load_slab_words(const u32* unit, int kk, int lane, u32 (&w)[kBits]) {
+__device__ __forceinline__ void load_slab_words(u32 unit, int kk, int lane, u32 (&w)[kBits]) {
 #pragma unroll
   for (int i = 0; i < 3; ++i) {
     const int s = part_width<kBits>(i);
     if (s == 0) continue;
-    const u32* src = unit + 128 * part_offset<kBits>(i) + (kk * 32 + lane) * s;
+    const u32 src = unit + 4u * (128 * part_offset<kBits>(i) + (kk * 32 + lane) * s);
     const int o = part_offset<kBits>(i);
     if (s == 8) {
-      const uint4 x = *reinterpret_cast<const uint4*>(src);
-      const uint4 y = *reinterpret_cast<const uint4*>(src + 4);
+      const uint4 x = lds128(src);
+      const uint4 y = lds128(src + 16);
       w[o + 0] = x.x; w[o + 1] = x.y; w[o + 2] = x.z; w[o + 3] = x.w;
       w[o + 4] = y.x; w[o + 5] = y.y; w[o + 6] = y.z; w[o + 7] = y.w;
     } else if (s == 4) {
-      const uint4 x = *reinterpret_cast<const uint4*>(src);
+      const uint4 x = lds128(src);
       w[o + 0] = x.x; w[o + 1] = x.y; w[o + 2] = x.z; w[o + 3] = x.w;
     } else if (s == 2) {
-      const uint2 x = *reinterpret_cast<const uint2*>(src);
+      const uint2 x = lds64(src);
       w[o + 0] = x.x; w[o + 1] = x.y;
     } else {
-      w[o] = *src;
+      w[o] = lds32(src);
     }
   }
 }

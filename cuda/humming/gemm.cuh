@@ -89,26 +89,31 @@ struct Gemm {
     const int it_end = static_cast<int>(static_cast<long long>(iters_total) * (split + 1) / p.splits);
     const int iters = it_end - it_begin;
     StageLoader<Q, Tl, kThreads> loader(p, m0, n0, it_begin * Tl::BK);
+    const u32 sbase = smem_addr(smem);
 #pragma unroll
     for (int s = 0; s < Tl::STAGES - 1; ++s) {
-      if (s < iters) loader.load(smem + s * L::kStageBytes, p);
+      if (s < iters) loader.load(sbase + s * L::kStageBytes, p);
       cp_async_commit();
     }
 
+    // Stage buffers read and written this iteration (it % STAGES and (it + STAGES - 1) % STAGES).
+    int read_stage = 0, write_stage = Tl::STAGES - 1;
     for (int it = 0; it < iters; ++it) {
       cp_async_wait<Tl::STAGES - 2>();
       __syncthreads();
       const int next = it + Tl::STAGES - 1;
       if (next < iters) {
-        loader.load(smem + (next % Tl::STAGES) * L::kStageBytes, p);
+        loader.load(sbase + write_stage * L::kStageBytes, p);
       }
       cp_async_commit();
 
-      const char* st = smem + (it % Tl::STAGES) * L::kStageBytes;
+      const u32 st = sbase + read_stage * L::kStageBytes;
+      read_stage = read_stage == Tl::STAGES - 1 ? 0 : read_stage + 1;
+      write_stage = write_stage == Tl::STAGES - 1 ? 0 : write_stage + 1;
       const int k0 = (it_begin + it) * Tl::BK;
       if (!n_valid || k0 + kw * 64 >= p.k) continue;
-      const u32* unit = reinterpret_cast<const u32*>(st + L::kBOffset + (kw * kWarpsN + wn) * L::kUnitBytes);
-      const char* a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
+      const u32 unit = st + L::kBOffset + (kw * kWarpsN + wn) * L::kUnitBytes;
+      const u32 a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
       float part[kScaleOnAcc ? kAccN : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -119,11 +124,11 @@ struct Gemm {
           const int r = Q::kGroup < Tl::BK ? (kw * 64 + kk * 16) / Q::kGroup : 0;
           const int idx = r * Tl::BN + wn * 64 + (lane >> 2) * 8;
           if constexpr (!kScaleOnAcc) {
-            const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kSOffset) + idx);
+            const uint4 v = lds128(st + L::kSOffset + 2 * idx);
             sw[0] = v.x; sw[1] = v.y; sw[2] = v.z; sw[3] = v.w;
           }
           if constexpr (Q::kZp != ZeroPointKind::kNone) {
-            const uint4 z = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kZOffset) + idx);
+            const uint4 z = lds128(st + L::kZOffset + 2 * idx);
             zw[0] = z.x; zw[1] = z.y; zw[2] = z.z; zw[3] = z.w;
           }
         } else {
@@ -179,7 +184,7 @@ struct Gemm {
         // This warp's 64-deep slice lies in one group (G >= 64): acc += scale(channel) * part.
         const int r = Q::kGroup < Tl::BK ? (kw * 64) / Q::kGroup : 0;
         const int idx = r * Tl::BN + wn * 64 + (lane >> 2) * 8;
-        const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u16*>(st + L::kSOffset) + idx);
+        const uint4 v = lds128(st + L::kSOffset + 2 * idx);
         const u32 sv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int mt = 0; mt < 4; ++mt) {

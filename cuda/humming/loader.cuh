@@ -97,7 +97,8 @@ struct StageLoader {
   }
 
   // Issues the copies of the next stage into `stage` and moves on to the stage after it.
-  __device__ __forceinline__ void load(char* stage, const GemmParams& p) {
+  // `stage` is the shared-space address of the stage buffer.
+  __device__ __forceinline__ void load(u32 stage, const GemmParams& p) {
     const int tid = threadIdx.x;
     const bool full = k0 + Tl::BK <= p.k;  // uniform: no K bounds checks but in the last stage
 #pragma unroll

@@ -4,18 +4,19 @@
 
 namespace humming {
 
-// Four 8x8 b16 matrices from shared memory; lane L gives the row address of matrix L / 8.
-__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], const void* smem) {
+// Four 8x8 b16 matrices from shared memory (shared-space address); lane L gives the row address of
+// matrix L / 8.
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
+               : "r"(smem));
 }
 
 // Two 8x8 b16 matrices from shared memory; lanes 0..7 / 8..15 give the row addresses of matrix 0 / 1.
-__device__ __forceinline__ void ldmatrix_x2(u32 (&r)[2], const void* smem) {
+__device__ __forceinline__ void ldmatrix_x2(u32 (&r)[2], u32 smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
-               : "r"(smem_addr(smem)));
+               : "r"(smem));
 }
 
 // D = A * B + D for one m16n8k16 tile. A: 4 registers (row-major fragment), B: 2 registers
