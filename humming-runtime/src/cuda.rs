@@ -149,13 +149,24 @@ fn capability(stream: &CudaStream) -> Result<u32> {
 impl<A: Element, C: Element> Gemm<A, C> {
     /// Loads a kernel declared with `gemm!`: its NVCC fatbin, or, when the image is empty (no NVCC at
     /// build time) or holds no code for this GPU, the NVRTC compilation of its source (disk-cached).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDevice`] below compute capability 8.0; [`Error::InvalidArgument`] (`spec`)
+    /// when no tile fits the GPU's shared memory; [`Error::Nvrtc`] when run-time compilation fails;
+    /// [`Error::Driver`] when loading the module or setting its attributes fails.
     pub fn load<K: GemmKernel<A = A, C = C>>(stream: &Arc<CudaStream>) -> Result<Self> {
         Self::load_parts(stream, K::NAME, K::DESCRIPTOR, K::CUDA_SOURCE, K::IMAGE)
     }
 
     /// Compiles a descriptor built at run time (e.g. with [`humming_spec::parse_kernel_str`]) with NVRTC
-    /// and loads it. Errors if the descriptor's A/C dtypes are not `A`/`C`, or it is not valid.
+    /// and loads it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (`spec`) if the descriptor breaks a rule of `gemm!`
+    /// ([`humming_spec::check_spec`]) or its A/C dtypes are not `A`/`C`; otherwise as [`Gemm::load`].
     pub fn compile(stream: &Arc<CudaStream>, name: &str, spec: KernelSpec) -> Result<Self> {
+        humming_spec::check_spec(&spec)
+            .map_err(|e| invalid("spec", format!("kernel {name}: {e}")))?;
         let source = humming_spec::codegen::generate_cuda(&spec);
         Self::load_parts(stream, name, spec, &source, &[])
     }
@@ -298,14 +309,23 @@ impl<A: Element, C: Element> Gemm<A, C> {
         );
     }
 
-    /// Makes sure the split-K workspace covers launches of up to `max_m` rows of an `[n, k]` weight, so
-    /// that no allocation happens later (needed before capturing launches into a CUDA graph).
+    /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
+    /// `[n, k]` weight, so that no allocation happens later (needed before capturing launches into a
+    /// CUDA graph). The workspace grows to the largest need over those M (computed on the host, one
+    /// allocation at most).
     pub fn reserve(&self, max_m: usize, n: usize, k: usize) -> Result<()> {
-        for m in [1, 8, 16, 32, 64, 128, 256, max_m] {
-            let m = m.min(max_m.max(1));
+        let (mut floats, mut tiles) = (0, 0);
+        for m in 1..=max_m.max(1) {
             let t = self.tiles[self.select_index(m)].tile;
             let splits = self.splits_for(&t, m, n, k);
-            self.workspace_ptrs(&t, m, n, splits)?;
+            if splits > 1 {
+                let (f, c) = workspace_size(&t, m, n, splits);
+                floats = floats.max(f);
+                tiles = tiles.max(c);
+            }
+        }
+        if floats > 0 {
+            self.ensure_workspace(floats, tiles)?;
         }
         Ok(())
     }
@@ -347,8 +367,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
         if splits <= 1 {
             return Ok((0, 0));
         }
-        let tiles = n.div_ceil(t.block_n as usize) * m.div_ceil(t.block_m as usize).min(65535);
-        let floats = splits * tiles * t.block_m as usize * t.block_n as usize;
+        let (floats, tiles) = workspace_size(t, m, n, splits);
+        self.ensure_workspace(floats, tiles)
+    }
+
+    /// Device pointers of a workspace of at least `floats` partials and `tiles` tickets, growing it if
+    /// needed.
+    fn ensure_workspace(&self, floats: usize, tiles: usize) -> Result<(u64, u64)> {
         let mut ws = self.workspace.lock().map_err(|_| {
             invalid(
                 "workspace",
@@ -461,6 +486,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
     }
 
     /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Gemm::run_strided`].
+    ///
+    /// Asynchronous: the kernel is queued on the stream and its launch error checked; C is ready once
+    /// the stream has reached it (`stream.synchronize()`, or a copy back such as `clone_dtoh`), and a
+    /// fault inside the kernel is reported by that later call.
     pub fn run<Ab, Cb>(
         &self,
         a: &Ab,
@@ -596,6 +625,17 @@ struct Workspace {
     retired_i32: Vec<CudaSlice<i32>>,
 }
 
+/// f32 partials and tickets the split-K workspace needs for one launch: `splits` partial tiles of
+/// `block_m x block_n` per output tile, one ticket per output tile.
+fn workspace_size(t: &TileConfig, m: usize, n: usize, splits: usize) -> (usize, usize) {
+    let tiles =
+        n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize).min(65535);
+    (
+        splits * tiles * t.block_m as usize * t.block_n as usize,
+        tiles,
+    )
+}
+
 /// Number of K splits for a launch on `sms` multiprocessors that each hold `ctas_per_sm` CTAs of the
 /// tile's kernel at once.
 ///
@@ -603,8 +643,8 @@ struct Workspace {
 /// `ceil(tiles * s / sms)` of `ceil(steps / s)` steps each; one with fewer than 16 warps resident is
 /// latency-bound, so it is charged as if it held that many (or as many CTAs as fit, if fewer); each
 /// wave of CTAs (`tiles * s` over all resident slots) adds the filling of its pipeline (`stages`
-/// steps). Measured on the H200 (W4A16, `examples/tune.rs --splits`), the model's pick was within 3%
-/// of the best fixed split count on the four benchmark shapes at M = 1 and 16. The cheapest `s` wins (ties: fewer
+/// steps). A heuristic, checked against sweeps of fixed split counts on the H200 (W4A16, `examples/tune.rs
+/// --splits`, `perf/2026-11-30b_h200_tune.log`); [`Gemm::set_splits`] overrides it. The cheapest `s` wins (ties: fewer
 /// splits), within: at most 16, at least 4 steps per split (so each split's pipeline fills), and at
 /// most `K / 64 / M` (the f32 partials, 8 bytes per element of C per split, stay within a quarter of
 /// the weight traffic). 1 for empty or degenerate shapes.

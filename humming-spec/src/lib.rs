@@ -49,6 +49,22 @@ pub fn parse_kernels(tokens: TokenStream) -> syn::Result<Vec<ParsedKernel>> {
         .collect())
 }
 
+/// Checks a descriptor built or edited in code (its fields are public) against every rule that
+/// `gemm!` applies: formats, scales, zero points, tiles (warp M in 8, 16, 32, 48, 64; warp N and K
+/// 64; 2 to 6 stages; shared memory), epilogue. Errors carry all messages, joined by "; ".
+pub fn check_spec(spec: &KernelSpec) -> Result<(), String> {
+    let spans = validate::SpecSpans::all(proc_macro2::Span::call_site());
+    let mut errs = validate::Errors::default();
+    validate::check_model(spec, &spans, &mut errs);
+    validate::check_generator(spec, &spans, &mut errs);
+    errs.finish().map_err(|e| {
+        e.into_iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
 /// Parses the fields of one kernel, as written inside `kernel Name { ... }`, e.g.
 /// `"a: bf16, b: u4, scale: group(64), zero_point: int"`. For descriptors built at run time.
 ///

@@ -1104,7 +1104,7 @@ fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
 
 /// What this version of the code generator can emit: f16/bf16 activations, integer weights of 1..=8
 /// bits, channel or group scales in A's dtype, any zero point, dense layout, sm_80 and newer, and
-/// tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M a multiple of 16 up to 64).
+/// tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48 or 64).
 pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     if !spec.a.is_16bit_float() {
         errs.push(sp.a, format!("kernels for `{}` activations are not generated yet (this version generates f16 and bf16 activations)", spec.a));

@@ -300,3 +300,28 @@ fn model_rules_for_model_only_forms() {
     };
     assert!(check(block_zp).contains("channel or group scale"));
 }
+
+/// Descriptors edited in code (their fields are public) go through the same rules as `gemm!`.
+#[test]
+fn check_spec_applies_the_declaration_rules() {
+    let good = spec(
+        "a: f16, b: i4, scale: group(128), tiles: [tile(block = (8, 128, 256), warp = (8, 64, 64), stages = 3)]",
+    );
+    assert_eq!(humming_spec::check_spec(&good), Ok(()));
+
+    let mut bad_group = good;
+    bad_group.scale.granularity = ScaleGranularity::Group { size: 100 };
+    let e = humming_spec::check_spec(&bad_group).unwrap_err();
+    assert!(e.contains("100"), "{e}");
+
+    let mut bad_warp = good;
+    bad_warp.tiles.items[0].warp_m = 24;
+    bad_warp.tiles.items[0].block_m = 24;
+    let e = humming_spec::check_spec(&bad_warp).unwrap_err();
+    assert!(e.contains("warp M in 8, 16, 32, 48, 64; found 24"), "{e}");
+
+    let mut bad_stages = good;
+    bad_stages.tiles.items[0].stages = 9;
+    let e = humming_spec::check_spec(&bad_stages).unwrap_err();
+    assert!(e.contains("stages"), "{e}");
+}
