@@ -15,11 +15,14 @@
 //!
 //! ```toml
 //! [dependencies]
-//! humming = "0.1"
+//! humming = { path = "path/to/this/repo" }   # not published yet
+//! cudarc = { version = "0.19.10", default-features = false, features = ["std", "driver", "nvrtc", "cublas", "f16", "dynamic-loading", "cuda-13000"] }
 //!
 //! [build-dependencies]
-//! humming-build = "0.1"
+//! humming-build = { path = "path/to/this/repo/humming-build" }
 //! ```
+//!
+//! (README.md has the exact lines.)
 //!
 //! ```ignore
 //! // build.rs
@@ -141,7 +144,7 @@
 //! }
 //! ```
 //!
-//! Everything together, with the optional fields at their defaults written out:
+//! Everything together (every field written out, several of them set away from their defaults):
 //!
 //! ```ignore
 //! humming::gemm! {
