@@ -437,3 +437,47 @@ fn gpu_batch_invariance() {
         );
     }
 }
+
+/// Groups longer than a pipeline stage's block K (256 and 512 against block K 128 and 256): the loader
+/// keeps a scale row across stages, and K = 576 ends in a partial group. Widths 3, 4 and 8 (one, two
+/// and bf16's f32 dequant path), every zero-point kind, f16 and bf16.
+#[test]
+fn gpu_long_groups() {
+    let name = "gpu_long_groups";
+    let Some(stream) = gpu() else {
+        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+        return;
+    };
+    let mut rng = Rng::new(seed());
+    let (ms, ns, ks): (&[usize], &[usize], &[usize]) = if quick() {
+        (&[1, 16], &[192], &[576])
+    } else {
+        (&[1, 16, 33, 128], &[192, 576], &[576, 1536, 4096])
+    };
+    let mut outcome = Outcome {
+        worst: 0.0,
+        cases: 0,
+    };
+    for bits in [3, 4, 8] {
+        for zp in [Zp::Symmetric, Zp::Integer, Zp::Float] {
+            for g in [256, 512] {
+                for dtype in 0..2 {
+                    let a_name = ["f16", "bf16"][dtype];
+                    let sp = spec_for(a_name, bits, zp, g, g == 256);
+                    let kname = format!("{a_name}_w{bits}_{zp:?}_g{g}");
+                    let (worst, cases) = if dtype == 0 {
+                        config_cases::<f16>(&stream, &kname, sp, 1e-2, ms, ns, ks, &mut rng)
+                    } else {
+                        config_cases::<bf16>(&stream, &kname, sp, 2e-2, ms, ns, ks, &mut rng)
+                    };
+                    outcome.worst = outcome.worst.max(worst);
+                    outcome.cases += cases;
+                }
+            }
+        }
+    }
+    println!(
+        "{name}: {} cases passed, worst relative error {:.3e}",
+        outcome.cases, outcome.worst
+    );
+}
