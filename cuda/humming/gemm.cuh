@@ -42,6 +42,11 @@ struct Gemm {
   static constexpr int kAccN = kSwapAB ? 4 * kTokTiles : 8;
   static constexpr bool kScaleOnAcc =
       kSwapAB && Q::kScaleOnB && Q::kGroup >= 64 && Q::kZp != ZeroPointKind::kFloatOffset;
+
+  // Swapped accumulators acc[0][i][j] (i = tt * 4 + mt): row (of A and C) 8 tt + 2 (lane % 4) + j % 2
+  // of the warp tile, channel (2 mt + j / 2) * 8 + lane / 4 of the warp's 64.
+  __device__ __forceinline__ static int swapped_row(int i, int j, int lane) { return (i >> 2) * 8 + 2 * (lane & 3) + (j & 1); }
+  __device__ __forceinline__ static int swapped_col(int i, int j, int lane) { return (2 * (i & 3) + (j >> 1)) * 8 + (lane >> 2); }
   static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
   static constexpr int kReduceBytes = (kWarpsK - 1) * Tl::BM * Tl::BN * 4;
   static constexpr int kSmemBytes = kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes;
@@ -147,9 +152,9 @@ struct Gemm {
           const int chunk = kk * 2 + ((lane >> 3) & 1);
           u32 a[2 * kTokTiles];
           if constexpr (kTokTiles == 1) {
-            ldmatrix_x2(*reinterpret_cast<u32(*)[2]>(a), a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+            ldmatrix_x2(*reinterpret_cast<u32(*)[2]>(a), a_tile + a_swizzle(row, chunk));
           } else {
-            ldmatrix_x4(*reinterpret_cast<u32(*)[4]>(a), a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+            ldmatrix_x4(*reinterpret_cast<u32(*)[4]>(a), a_tile + a_swizzle(row, chunk));
           }
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt) {
@@ -174,7 +179,7 @@ struct Gemm {
             const int row = wm * Tl::WM + mt * 16 + (lane & 15);
             const int chunk = kk * 2 + (lane >> 4);
             u32 a[4];
-            ldmatrix_x4(a, a_tile + row * 128 + ((chunk ^ (row & 7)) * 16));
+            ldmatrix_x4(a, a_tile + a_swizzle(row, chunk));
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt) mma_16816<T>(acc[mt][nt], a, frag[2 * nt], frag[2 * nt + 1]);
           }
@@ -249,8 +254,8 @@ struct Gemm {
         for (int i = 0; i < kAccN; ++i)
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const int row = wm * Tl::WM + (i >> 2) * 8 + 2 * (lane & 3) + (j & 1);
-            const int col = wn * 64 + (2 * (i & 3) + (j >> 1)) * 8 + (lane >> 2);
+            const int row = wm * Tl::WM + swapped_row(i, j, lane);
+            const int col = wn * 64 + swapped_col(i, j, lane);
             if (m0 + row < p.m) __stcg(ws + row * Tl::BN + col, acc[0][i][j]);
           }
       } else if (kw == 0 && n_valid) {
@@ -306,14 +311,13 @@ struct Gemm {
     if (kw != 0 || !n_valid) return;
 
     if constexpr (kSwapAB) {
-      // acc[0][tt * 4 + mt][j]: row 8 tt + 2 (lane % 4) + j % 2, channel (2 mt + j / 2) * 8 + lane / 4.
       u16* c16 = static_cast<u16*>(p.c);
 #pragma unroll
       for (int i = 0; i < kAccN; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const int row = m0 + wm * Tl::WM + (i >> 2) * 8 + 2 * (lane & 3) + (j & 1);
-          const int col = n0 + wn * 64 + (2 * (i & 3) + (j >> 1)) * 8 + (lane >> 2);
+          const int row = m0 + wm * Tl::WM + swapped_row(i, j, lane);
+          const int col = n0 + wn * 64 + swapped_col(i, j, lane);
           if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(acc[0][i][j], p, col);
         }
       return;

@@ -15,6 +15,11 @@
 
 namespace humming {
 
+// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 64-wide A slab: rows of 128 bytes whose
+// chunks are XOR-swizzled by row % 8, so that ldmatrix reads are free of bank conflicts. The loader
+// writes and the kernel's ldmatrix reads go through this one function.
+__device__ __forceinline__ u32 a_swizzle(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) * 16); }
+
 template <class Q, class Tl>
 struct StageLayout {
   static constexpr int kWarpsN = Tl::BN / 64;
@@ -108,7 +113,7 @@ struct StageLoader {
       const int row = i / kAChunksPerRow, c = i % kAChunksPerRow;
       const int kw = c / 8, ch = c % 8;
       const bool pred = (a_ok >> j & 1u) && (full || k0 + c * 8 < p.k);
-      cp_async16(stage + L::kAOffset + kw * (Tl::BM * 128) + row * 128 + ((ch ^ (row & 7)) * 16), a_src[j], pred);
+      cp_async16(stage + L::kAOffset + kw * (Tl::BM * 128) + a_swizzle(row, ch), a_src[j], pred);
       a_src[j] += Tl::BK;
     }
 #pragma unroll
