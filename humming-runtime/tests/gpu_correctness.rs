@@ -247,6 +247,32 @@ fn config_cases<T: Element>(
     (worst, cases)
 }
 
+/// Runs every case of one configuration (A/C dtype index 0 = f16, 1 = bf16, with its tolerance) and
+/// adds the result to `outcome`.
+#[allow(clippy::too_many_arguments)]
+fn check_config(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    dtype: usize,
+    bits: u32,
+    zp: Zp,
+    group: u32,
+    bias: bool,
+    (ms, ns, ks): (&[usize], &[usize], &[usize]),
+    rng: &mut Rng,
+    outcome: &mut Outcome,
+) {
+    let a_name = ["f16", "bf16"][dtype];
+    let sp = spec_for(a_name, bits, zp, group, bias);
+    let kname = format!("{a_name}_w{bits}_{zp:?}_g{group}");
+    let (worst, cases) = if dtype == 0 {
+        config_cases::<f16>(stream, &kname, sp, 1e-2, ms, ns, ks, rng)
+    } else {
+        config_cases::<bf16>(stream, &kname, sp, 2e-2, ms, ns, ks, rng)
+    };
+    outcome.worst = outcome.worst.max(worst);
+    outcome.cases += cases;
+}
+
 fn matrix_for(bits: u32, dtype: usize) {
     let a_name = ["f16", "bf16"][dtype];
     let name = format!("gpu_matrix_w{bits}_{a_name}");
@@ -279,15 +305,18 @@ fn matrix_for(bits: u32, dtype: usize) {
     for &zp in zps {
         for &g in groups {
             let bias = g == 0 || g == 64;
-            let sp = spec_for(a_name, bits, zp, g, bias);
-            let kname = format!("{a_name}_w{bits}_{zp:?}_g{g}");
-            let (worst, cases) = if dtype == 0 {
-                config_cases::<f16>(&stream, &kname, sp, 1e-2, ms, ns, ks, &mut rng)
-            } else {
-                config_cases::<bf16>(&stream, &kname, sp, 2e-2, ms, ns, ks, &mut rng)
-            };
-            outcome.worst = outcome.worst.max(worst);
-            outcome.cases += cases;
+            let shapes = (ms, ns, ks);
+            check_config(
+                &stream,
+                dtype,
+                bits,
+                zp,
+                g,
+                bias,
+                shapes,
+                &mut rng,
+                &mut outcome,
+            );
         }
     }
     let o = &outcome;
@@ -462,16 +491,18 @@ fn gpu_long_groups() {
         for zp in [Zp::Symmetric, Zp::Integer, Zp::Float] {
             for g in [256, 512] {
                 for dtype in 0..2 {
-                    let a_name = ["f16", "bf16"][dtype];
-                    let sp = spec_for(a_name, bits, zp, g, g == 256);
-                    let kname = format!("{a_name}_w{bits}_{zp:?}_g{g}");
-                    let (worst, cases) = if dtype == 0 {
-                        config_cases::<f16>(&stream, &kname, sp, 1e-2, ms, ns, ks, &mut rng)
-                    } else {
-                        config_cases::<bf16>(&stream, &kname, sp, 2e-2, ms, ns, ks, &mut rng)
-                    };
-                    outcome.worst = outcome.worst.max(worst);
-                    outcome.cases += cases;
+                    let shapes = (ms, ns, ks);
+                    check_config(
+                        &stream,
+                        dtype,
+                        bits,
+                        zp,
+                        g,
+                        g == 256,
+                        shapes,
+                        &mut rng,
+                        &mut outcome,
+                    );
                 }
             }
         }
