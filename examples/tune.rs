@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --release --example tune -- --format "a: f16, b: i4, scale: group(128)" \
-//!     --tiles "16,128,128,4;16,64,256,4" --shapes 8192x8192 --ms 1,16
+//!     --tiles "16,128,128,4;16,64,256,4;64,256,128,4,wgmma" --shapes 8192x8192 --ms 1,16
 //! ```
 
 use clap::Parser;
@@ -25,7 +25,8 @@ struct Args {
     /// Weight format, as gemm! fields (without `tiles`).
     #[arg(long, default_value = "a: f16, b: i4, scale: group(128)")]
     format: String,
-    /// Tile configurations `bm,bn,bk,stages[,warp_m]` separated by `;`. Empty: the defaults.
+    /// Tile configurations `bm,bn,bk,stages[,warp_m][,wgmma]` separated by `;` (`,wgmma`: the Hopper
+    /// wgmma kernel, warp (bm, bn / 4, 64), e.g. `128,128,64,4,wgmma`). Empty: the defaults.
     #[arg(long, default_value = "")]
     tiles: String,
     /// Shapes `NxK`, comma separated.
@@ -80,10 +81,19 @@ fn main() -> Res<()> {
         args.tiles
             .split(';')
             .map(|t| {
+                let (t, mma) = match t.strip_suffix(",wgmma") {
+                    Some(rest) => (rest, "wgmma"),
+                    None => (t, "sync"),
+                };
                 let v: Vec<u32> = parse_list(t);
-                let wm = v.get(4).copied().unwrap_or(v[0].min(64));
+                // A wgmma tile is four warps along N over all block M rows.
+                let (wm, wn) = if mma == "wgmma" {
+                    (v[0], v[1] / 4)
+                } else {
+                    (v.get(4).copied().unwrap_or(v[0].min(64)), 64)
+                };
                 format!(
-                    ", tiles: [tile(block = ({}, {}, {}), warp = ({wm}, 64, 64), stages = {})]",
+                    ", tiles: [tile(block = ({}, {}, {}), warp = ({wm}, {wn}, 64), stages = {}, mma = {mma})]",
                     v[0], v[1], v[2], v[3]
                 )
             })

@@ -66,12 +66,17 @@ struct QuantConfig {
   static_assert(!(kSigned && kZp != ZeroPointKind::kNone), "zero points need unsigned codes");
 };
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int WK_, int STAGES_>
+// One tile configuration. kWgmma: the Hopper wgmma kernel (one warpgroup of four warps along N per 64
+// of BK, each warp over all BM rows and 64 or 32 channels; see gemm.cuh), else mma.sync.
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int WK_, int STAGES_, bool WGMMA_ = false>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, WK = WK_, STAGES = STAGES_;
-  static_assert(WN == 64 && WK == 64, "the mma.sync kernel uses 64x64 warp tiles along N and K");
-  static_assert((WM == 8 || (WM % 16 == 0 && WM <= 64)) && BM % WM == 0, "warp M must be 8, 16, 32, 48 or 64 and divide block M");
-  static_assert(BN % 64 == 0 && BK % 64 == 0, "block N and K must be multiples of 64");
+  static constexpr bool kWgmma = WGMMA_;
+  static_assert(WK == 64 && (WN == 64 || (kWgmma && WN == 32)), "warp tiles are 64 deep and 64 wide (wgmma: or 32 wide)");
+  static_assert(kWgmma || ((WM == 8 || (WM % 16 == 0 && WM <= 64)) && BM % WM == 0),
+                "mma.sync: warp M must be 8, 16, 32, 48 or 64 and divide block M");
+  static_assert(!kWgmma || (BN == 4 * WN && WM == BM && BM % 8 == 0 && BM * WN <= 4096 && (BK == 64 || BK == 128) && STAGES >= 3),
+                "wgmma: block (M, 4 x warp N, 64 or 128), warp (block M, 32 or 64, 64), M * warp N <= 4096, at least 3 stages");
   static_assert(STAGES >= 2, "at least two pipeline stages");
 };
 

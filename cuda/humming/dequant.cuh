@@ -239,8 +239,9 @@ struct Codes {
 //   symmetric:      (c - 2^(bits-1)) * s          integer zero point: (c - z) * s
 //   float offset:   (c - 0) * s + z              scale not on B (channel scale in the epilogue): no * s
 // q is a template argument so that the slot, shift and constants of each pair are compile-time values.
-// kMulScale false leaves the scale out (the caller applies it to the f32 accumulators).
-template <class Q, bool kMulScale, bool kAOrder, int q>
+// kMulScale false leaves the scale out (the caller applies it to the f32 accumulators). Pairs q <
+// kPairs are dequantized (8: the first half of the slab, channels nt*8 + lane/4 for nt < 4).
+template <class Q, bool kMulScale, bool kAOrder, int q, int kPairs = 16>
 __device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
                                               u32 (&frag)[16]) {
   using T = typename Q::T;
@@ -269,15 +270,40 @@ __device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u3
   // as rows): m16 tile mt = nt / 2 holds {(2mt, 0), (2mt+1, 0), (2mt, 1), (2mt+1, 1)} at 4 mt + 0..3.
   constexpr int slot = kAOrder ? (nt / 2) * 4 + (nt & 1) + 2 * (q & 1) : q;
   frag[slot] = v;
-  if constexpr (q + 1 < 16) dequant_pairs<Q, kMulScale, kAOrder, q + 1>(w, sw, zw, frag);
+  if constexpr (q + 1 < kPairs) dequant_pairs<Q, kMulScale, kAOrder, q + 1, kPairs>(w, sw, zw, frag);
 }
 
 // The weight fragments of one k16 slab (see dequant_pairs), in B order or (kAOrder) A order, each
 // mma operand in consecutive registers; the scale is applied when Q::kScaleOnB and kMulScale.
-template <class Q, bool kMulScale, bool kAOrder>
+// kPairs = 8: only the first half of the slab (frag[0..7]); see half_slab.
+template <class Q, bool kMulScale, bool kAOrder, int kPairs = 16>
 __device__ __forceinline__ void dequant_slab(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
                                              u32 (&frag)[16]) {
-  dequant_pairs<Q, Q::kScaleOnB && kMulScale, kAOrder, 0>(w, sw, zw, frag);
+  dequant_pairs<Q, Q::kScaleOnB && kMulScale, kAOrder, 0, kPairs>(w, sw, zw, frag);
+}
+
+// Moves the second half of a slab (pairs 8..15: channels nt*8 + lane/4 for nt = 4..7, the 32
+// channels 32..63 of the unit) to where the first half was, when `second`: words, scales and zero
+// points, so that dequant_slab<..., 8> then dequantizes that half. A part of width s >= 2 keeps pairs
+// 8..15 in its words s/2..s-1 (same slots); a 1-bit part keeps them in bits 8..15 of its one word.
+template <int kBits>
+__device__ __forceinline__ void half_slab(u32 (&w)[kBits], u32 (&sw)[4], u32 (&zw)[4], bool second) {
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int s = part_width<kBits>(i);
+    const int o = part_offset<kBits>(i);
+    if (s == 0) continue;
+    if (s == 1) {
+      w[o] = second ? w[o] >> 8 : w[o];
+    } else {
+#pragma unroll
+      for (int j = 0; j < s / 2; ++j) w[o + j] = second ? w[o + s / 2 + j] : w[o + j];
+    }
+  }
+  sw[0] = second ? sw[2] : sw[0];
+  sw[1] = second ? sw[3] : sw[1];
+  zw[0] = second ? zw[2] : zw[0];
+  zw[1] = second ? zw[3] : zw[1];
 }
 
 }  // namespace humming

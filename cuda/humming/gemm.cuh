@@ -8,6 +8,17 @@
 // mma.sync m16n8k16 with f32 accumulation. Warps along K are reduced through shared memory; the
 // epilogue applies the channel scale, bias and fused activation in f32 and writes C rows < M only.
 //
+// wgmma tiles (Hopper, Tl::kWgmma): warps (K, N) = (BK/64, 4), each group of four warps along N is one
+// warpgroup over 4 x WN channels and all BM rows. Per k16 slab each warp dequantizes its WN channels
+// (a whole 64-channel unit, or one half of it: two warps share a unit) into WN/16 A fragments exactly
+// as the swap-AB mma.sync path does, and the warpgroup issues WN/16 wgmma.m64nBMk16 (one per 16-channel
+// slice mt: rows 16w..16w+15 of wgmma mt come from warp w) with the A tile in shared memory as the B
+// operand (128-byte swizzle). The design follows Humming's Hopper path (weights as the register
+// operand, "swap AB"). The wgmmas of one slab run while
+// the warp dequantizes the next (one group in flight); because the last group of a stage may still
+// read its A tile, the loader refills a stage two iterations after it was read (STAGES - 2 ahead).
+// The accumulators land in the swap-AB layout, so the reduction, split-K and epilogue are shared.
+//
 // Split-K (gridDim.z = splits > 1, for grids too small to fill the GPU): split s walks its own range
 // of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
 // atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
@@ -18,6 +29,7 @@
 #include "epilogue.cuh"
 #include "loader.cuh"
 #include "mma.cuh"
+#include "wgmma.cuh"
 
 namespace humming {
 
@@ -25,7 +37,9 @@ template <class Q, class Tl>
 struct Gemm {
   using T = typename Q::T;
   using L = StageLayout<Q, Tl>;
-  static constexpr int kWarpsN = L::kWarpsN;
+  static constexpr int kWarpsN = Tl::BN / Tl::WN;  // warps along N (units along N: L::kWarpsN)
+  // wgmma tiles with warp N = 32: two warps share a 64-channel unit, each taking one half (32 channels).
+  static constexpr int kHalves = 64 / Tl::WN;
   static constexpr int kWarpsK = L::kWarpsK;
   static constexpr int kWarpsM = Tl::BM / Tl::WM;
   static constexpr int kThreads = kWarpsM * kWarpsN * kWarpsK * 32;
@@ -35,22 +49,65 @@ struct Gemm {
   // own 8 channels, so group scales go on the f32 accumulators once per group and stage (16 fma per n8
   // tile and thread) instead of on every dequantized weight pair (64 f16x2 multiplies per thread and
   // stage).
-  static constexpr bool kSwapAB = Tl::WM <= 16;
+  static constexpr bool kWgmma = Tl::kWgmma;
+  static constexpr bool kSwapAB = Tl::WM <= 16 || kWgmma;
   static constexpr int kTokTiles = Tl::WM / 8;  // n8 tiles of A rows per warp when swapped
   static constexpr int kMTiles = kSwapAB ? 1 : Tl::WM / 16;
-  // Accumulator tiles per m16 row block; swapped: 4 m16 channel tiles per n8 tile of rows.
-  static constexpr int kAccN = kSwapAB ? 4 * kTokTiles : 8;
+  static constexpr int kMt = Tl::WN / 16;  // swapped: m16 channel tiles per warp (4, or 2 with halves)
+  // Accumulator tiles per m16 row block; swapped: kMt m16 channel tiles per n8 tile of rows.
+  static constexpr int kAccN = kSwapAB ? kMt * kTokTiles : 8;
   static constexpr bool kScaleOnAcc =
-      kSwapAB && Q::kScaleOnB && Q::kGroup >= 64 && Q::kZp != ZeroPointKind::kFloatOffset;
+      kSwapAB && !kWgmma && Q::kScaleOnB && Q::kGroup >= 64 && Q::kZp != ZeroPointKind::kFloatOffset;
 
-  // Swapped accumulators acc[0][i][j] (i = tt * 4 + mt): row (of A and C) 8 tt + 2 (lane % 4) + j % 2
-  // of the warp tile, channel (2 mt + j / 2) * 8 + lane / 4 of the warp's 64.
-  __device__ __forceinline__ static int swapped_row(int i, int j, int lane) { return (i >> 2) * 8 + 2 * (lane & 3) + (j & 1); }
-  __device__ __forceinline__ static int swapped_col(int i, int j, int lane) { return (2 * (i & 3) + (j >> 1)) * 8 + (lane >> 2); }
+  // Swapped accumulators acc[0][i][j] (i = tt * kMt + mt): row (of A and C) 8 tt + 2 (lane % 4) + j % 2
+  // of the warp tile, channel (2 mt + j / 2) * 8 + lane / 4 of the warp's WN.
+  __device__ __forceinline__ static int swapped_row(int i, int j, int lane) { return (i / kMt) * 8 + 2 * (lane & 3) + (j & 1); }
+  __device__ __forceinline__ static int swapped_col(int i, int j, int lane) { return (2 * (i % kMt) + (j >> 1)) * 8 + (lane >> 2); }
+  // Stages loaded ahead of the one being read: STAGES - 1, or STAGES - 2 for wgmma (see above).
+  static constexpr int kAhead = kWgmma ? Tl::STAGES - 2 : Tl::STAGES - 1;
   static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
   static constexpr int kReduceBytes = (kWarpsK - 1) * Tl::BM * Tl::BN * 4;
-  static constexpr int kSmemBytes = kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes;
+  static constexpr int kAlignSlack = kWgmma ? 1024 : 0;  // to start the stages on a 1024-byte boundary
+  static constexpr int kSmemBytes = (kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes) + kAlignSlack;
   static_assert(kThreads <= 1024, "too many threads per CTA");
+
+  // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
+  // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
+  // the slab lies in the group row already in `in` (groups of 64 or more, not the warp's first slab),
+  // whose scales and zero points are kept instead of loaded again.
+  struct SlabIn {
+    u32 w[Q::kBits];
+    u32 sw[4];
+    u32 zw[4];
+  };
+  __device__ __forceinline__ static void load_slab(SlabIn& in, u32 st, u32 unit, int kk, int kw, int unit_n, int lane,
+                                                   const u32 (&ch_s)[4], const u32 (&ch_z)[4], bool same_row) {
+    load_slab_words<Q::kBits>(unit, kk, lane, in.w);
+    if (Q::kGroup >= 64 && same_row) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      in.sw[i] = 0;
+      in.zw[i] = 0;
+    }
+    if constexpr (Q::kGroup > 0) {
+      const int r = Q::kGroup < Tl::BK ? (kw * 64 + kk * 16) / Q::kGroup : 0;
+      const int idx = r * Tl::BN + unit_n * 64 + (lane >> 2) * 8;
+      if constexpr (!kScaleOnAcc) {
+        const uint4 v = lds128(st + L::kSOffset + 2 * idx);
+        in.sw[0] = v.x; in.sw[1] = v.y; in.sw[2] = v.z; in.sw[3] = v.w;
+      }
+      if constexpr (Q::kZp != ZeroPointKind::kNone) {
+        const uint4 z = lds128(st + L::kZOffset + 2 * idx);
+        in.zw[0] = z.x; in.zw[1] = z.y; in.zw[2] = z.z; in.zw[3] = z.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        in.sw[i] = ch_s[i];
+        in.zw[i] = ch_z[i];
+      }
+    }
+  }
 
   __device__ __forceinline__ static void run(const GemmParams& p) {
     extern __shared__ __align__(128) char smem[];
@@ -61,7 +118,9 @@ struct Gemm {
     const int kw = warp / (kWarpsN * kWarpsM);
     const int n0 = blockIdx.x * Tl::BN;
     const int m0 = blockIdx.y * Tl::BM;
-    const bool n_valid = n0 + wn * 64 < p.n;
+    const int unit_n = wn / kHalves;               // this warp's 64-channel unit in the tile
+    const bool second_half = (wn % kHalves) != 0;  // and its half (warp N = 32)
+    const bool n_valid = n0 + wn * Tl::WN < p.n;
 
     float acc[kMTiles][kAccN][4];
 #pragma unroll
@@ -76,7 +135,7 @@ struct Gemm {
     u32 ch_s[4] = {0, 0, 0, 0}, ch_z[4] = {0, 0, 0, 0};
     if constexpr (Q::kGroup == 0) {
       if (n_valid) {
-        const int off = n0 + wn * 64 + (lane >> 2) * 8;
+        const int off = n0 + unit_n * 64 + (lane >> 2) * 8;
         if constexpr (Q::kScaleOnB) {
           const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const u16*>(p.scales) + off);
           ch_s[0] = v.x; ch_s[1] = v.y; ch_s[2] = v.z; ch_s[3] = v.w;
@@ -94,19 +153,20 @@ struct Gemm {
     const int it_end = static_cast<int>(static_cast<long long>(iters_total) * (split + 1) / p.splits);
     const int iters = it_end - it_begin;
     StageLoader<Q, Tl, kThreads> loader(p, m0, n0, it_begin * Tl::BK);
-    const u32 sbase = smem_addr(smem);
+    const u32 sbase = kWgmma ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
 #pragma unroll
-    for (int s = 0; s < Tl::STAGES - 1; ++s) {
+    for (int s = 0; s < kAhead; ++s) {
       if (s < iters) loader.load(sbase + s * L::kStageBytes, p);
       cp_async_commit();
     }
 
     // Stage buffers read and written this iteration (it % STAGES and (it + STAGES - 1) % STAGES).
-    int read_stage = 0, write_stage = Tl::STAGES - 1;
+    int read_stage = 0, write_stage = kAhead;
     for (int it = 0; it < iters; ++it) {
-      cp_async_wait<Tl::STAGES - 2>();
+      cp_async_wait<kAhead - 1>();
+      if constexpr (kWgmma) fence_proxy_async_shared();  // this thread's copies, visible to wgmma
       __syncthreads();
-      const int next = it + Tl::STAGES - 1;
+      const int next = it + kAhead;
       if (next < iters) {
         loader.load(sbase + write_stage * L::kStageBytes, p);
       }
@@ -116,36 +176,42 @@ struct Gemm {
       read_stage = read_stage == Tl::STAGES - 1 ? 0 : read_stage + 1;
       write_stage = write_stage == Tl::STAGES - 1 ? 0 : write_stage + 1;
       const int k0 = (it_begin + it) * Tl::BK;
-      if (!n_valid || k0 + kw * 64 >= p.k) continue;
-      const u32 unit = st + L::kBOffset + (kw * kWarpsN + wn) * L::kUnitBytes;
+      // wgmma: every warp of the warpgroup takes part (channels past N are zero-filled and never stored).
+      if ((!kWgmma && !n_valid) || k0 + kw * 64 >= p.k) continue;
+      const u32 unit = st + L::kBOffset + (kw * L::kWarpsN + unit_n) * L::kUnitBytes;
       const u32 a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
       float part[kScaleOnAcc ? kAccN : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
+      // wgmma: the shared loads of slab kk + 1 are issued before slab kk is dequantized, so that their
+      // latency hides behind that work (the loads are volatile asm: the compiler keeps their order).
+      SlabIn ahead;
+      if constexpr (kWgmma) load_slab(ahead, st, unit, 0, kw, unit_n, lane, ch_s, ch_z, false);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        u32 w[Q::kBits];
-        load_slab_words<Q::kBits>(unit, kk, lane, w);
-        u32 sw[4] = {0, 0, 0, 0}, zw[4] = {0, 0, 0, 0};
-        if constexpr (Q::kGroup > 0) {
-          const int r = Q::kGroup < Tl::BK ? (kw * 64 + kk * 16) / Q::kGroup : 0;
-          const int idx = r * Tl::BN + wn * 64 + (lane >> 2) * 8;
-          if constexpr (!kScaleOnAcc) {
-            const uint4 v = lds128(st + L::kSOffset + 2 * idx);
-            sw[0] = v.x; sw[1] = v.y; sw[2] = v.z; sw[3] = v.w;
-          }
-          if constexpr (Q::kZp != ZeroPointKind::kNone) {
-            const uint4 z = lds128(st + L::kZOffset + 2 * idx);
-            zw[0] = z.x; zw[1] = z.y; zw[2] = z.z; zw[3] = z.w;
-          }
+        SlabIn in;
+        if constexpr (kWgmma) {
+          in = ahead;
+          if (kk + 1 < 4) load_slab(ahead, st, unit, kk + 1, kw, unit_n, lane, ch_s, ch_z, true);
         } else {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            sw[i] = ch_s[i];
-            zw[i] = ch_z[i];
-          }
+          load_slab(in, st, unit, kk, kw, unit_n, lane, ch_s, ch_z, false);
         }
+        u32(&w)[Q::kBits] = in.w;
+        u32(&sw)[4] = in.sw;
+        u32(&zw)[4] = in.zw;
+        if constexpr (kHalves == 2) half_slab<Q::kBits>(w, sw, zw, second_half);
         u32 frag[16];
-        dequant_slab<Q, !kScaleOnAcc, kSwapAB>(w, sw, zw, frag);
-        if constexpr (kSwapAB) {
+        dequant_slab<Q, !kScaleOnAcc, kSwapAB, 16 / kHalves>(w, sw, zw, frag);
+        if constexpr (kWgmma) {
+          // Rows 16w..16w+15 of wgmma mt are channels w * WN + mt * 16 + 0..15 (w = wn). B: the k16 slab
+          // kk of this warpgroup's A tile, 32 bytes further per slab inside the swizzled 128-byte rows.
+          const u64 desc = wgmma_desc_sw128(a_tile + kk * 32);
+          wgmma_fence();
+#pragma unroll
+          for (int mt = 0; mt < kMt; ++mt) {
+            WgmmaRS<T, Tl::BM>::template run<kMt>(acc[0], mt, *reinterpret_cast<const u32(*)[4]>(&frag[4 * mt]), desc);
+          }
+          wgmma_commit();
+          wgmma_wait<1>();  // the previous slab's group is done: its registers may be reused
+        } else if constexpr (kSwapAB) {
           // a[2 t] / a[2 t + 1] = k 0..7 / 8..15 of rows 8t..8t+7 of the warp tile (lanes 8i..8i+7 address
           // matrix i), so each mma's B operand is a register pair.
           const int row = wm * Tl::WM + ((lane >> 4) << 3) * (kTokTiles - 1) + (lane & 7);
@@ -188,7 +254,7 @@ struct Gemm {
       if constexpr (kScaleOnAcc) {
         // This warp's 64-deep slice lies in one group (G >= 64): acc += scale(channel) * part.
         const int r = Q::kGroup < Tl::BK ? (kw * 64) / Q::kGroup : 0;
-        const int idx = r * Tl::BN + wn * 64 + (lane >> 2) * 8;
+        const int idx = r * Tl::BN + unit_n * 64 + (lane >> 2) * 8;
         const uint4 v = lds128(st + L::kSOffset + 2 * idx);
         const u32 sv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -208,6 +274,7 @@ struct Gemm {
       }
     }
     cp_async_wait<0>();
+    if constexpr (kWgmma) wgmma_wait<0>();
 
     // Reduce the warps along K through shared memory (the pipeline buffers are free now).
     if constexpr (kWarpsK > 1) {
@@ -255,7 +322,7 @@ struct Gemm {
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int row = wm * Tl::WM + swapped_row(i, j, lane);
-            const int col = wn * 64 + swapped_col(i, j, lane);
+            const int col = wn * Tl::WN + swapped_col(i, j, lane);
             if (m0 + row < p.m) __stcg(ws + row * Tl::BN + col, acc[0][i][j]);
           }
       } else if (kw == 0 && n_valid) {
@@ -317,7 +384,7 @@ struct Gemm {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int row = m0 + wm * Tl::WM + swapped_row(i, j, lane);
-          const int col = n0 + wn * 64 + swapped_col(i, j, lane);
+          const int col = n0 + wn * Tl::WN + swapped_col(i, j, lane);
           if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(acc[0][i][j], p, col);
         }
       return;

@@ -34,7 +34,10 @@ struct StageLayout {
   static constexpr int kBOffset = kABytes;
   static constexpr int kSOffset = kBOffset + kBBytes;
   static constexpr int kZOffset = kSOffset + kSBytes;
-  static constexpr int kStageBytes = kZOffset + kZBytes;
+  // wgmma tiles start every stage (so every A tile) on a 1024-byte boundary: the hardware's 128-byte
+  // swizzle is a function of the address bits 4-9.
+  static constexpr int kStageAlign = Tl::kWgmma ? 1024 : 16;
+  static constexpr int kStageBytes = (kZOffset + kZBytes + kStageAlign - 1) / kStageAlign * kStageAlign;
   static_assert(kABytes % 16 == 0 && kBBytes % 16 == 0 && kSBytes % 16 == 0, "stage parts must stay 16-byte aligned");
 };
 

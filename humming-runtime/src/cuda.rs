@@ -21,7 +21,7 @@ use cudarc::driver::{
     LaunchConfig, PushKernelArg, sys,
 };
 use humming_spec::codegen::{HEADERS, entry_name, smem_bytes, tiles_of};
-use humming_spec::{KernelSpec, TileConfig};
+use humming_spec::{KernelSpec, Mma, TileConfig};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -238,7 +238,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let mut tiles = Vec::new();
         for (i, tile) in tiles_of(&spec).into_iter().enumerate() {
             let smem = smem_bytes(&spec, &tile);
-            if smem > optin {
+            // wgmma exists on sm_90a only (compute capability 9.0); elsewhere those entries trap.
+            if smem > optin || (tile.mma == Mma::Wgmma && cap != 90) {
                 continue;
             }
             let func = module
@@ -434,7 +435,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
         self.tiles.iter().map(|t| t.tile).collect()
     }
 
-    /// The tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest.
+    /// The tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest (a `wgmma`
+    /// tile before an `mma.sync` one of the same `block_m`), see [`select_tile_index`].
     pub fn select_tile(&self, m: usize) -> TileConfig {
         self.tiles[self.select_index(m)].tile
     }
@@ -647,7 +649,9 @@ fn workspace_size(t: &TileConfig, m: usize, n: usize, splits: usize) -> (usize, 
 /// --splits`, `perf/2026-11-30b_h200_tune.log`); [`Gemm::set_splits`] overrides it. The cheapest `s` wins (ties: fewer
 /// splits), within: at most 16, at least 4 steps per split (so each split's pipeline fills), and at
 /// most `K / 64 / M` (the f32 partials, 8 bytes per element of C per split, stay within a quarter of
-/// the weight traffic). 1 for empty or degenerate shapes.
+/// the weight traffic at 4 bits). [`Mma::Wgmma`] tiles (few CTAs of 128-256 channels, bound by
+/// latency, not by DRAM) take the most splits, within the first two limits, whose CTAs all fit one
+/// wave. 1 for empty or degenerate shapes.
 pub fn choose_splits(
     t: &TileConfig,
     m: usize,
@@ -662,6 +666,15 @@ pub fn choose_splits(
     if tiles == 0 || steps == 0 {
         return 1;
     }
+    if t.mma == Mma::Wgmma {
+        // Few, large CTAs: the most splits that still fit one wave of resident CTAs (the best of the
+        // fixed split counts swept on the H200 in 6 of 7 cases, `perf/2026-11-30c_h200_tune.log`).
+        let max_s = 16.min((steps / 4).max(1));
+        return (1..=max_s)
+            .rev()
+            .find(|&s| tiles * s <= sms * occ)
+            .unwrap_or(1);
+    }
     let max_s = 16.min((steps / 4).max(1)).min((k / 64 / m.max(1)).max(1));
     let warps = (t.threads() as usize / 32).max(1);
     let busy = occ.min(16usize.div_ceil(warps));
@@ -673,18 +686,23 @@ pub fn choose_splits(
     (1..=max_s).min_by_key(|&s| (cost(s), s)).unwrap_or(1)
 }
 
-/// Index of the tile used for `m` rows: the smallest `block_m` that covers `m` (the first of equals),
-/// else the largest `block_m`. 0 for an empty list.
+/// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest
+/// `block_m`; among equal `block_m` a [`Mma::Wgmma`] tile (the list holds only tiles the GPU can run),
+/// then the first. 0 for an empty list.
 pub fn select_tile_index(tiles: &[TileConfig], m: usize) -> usize {
+    let plain = |t: &TileConfig| t.mma != Mma::Wgmma;
     let covering = tiles
         .iter()
         .enumerate()
         .filter(|(_, t)| t.block_m as usize >= m)
-        .min_by_key(|(i, t)| (t.block_m, *i));
-    let largest = tiles
-        .iter()
-        .enumerate()
-        .max_by_key(|(i, t)| (t.block_m, std::cmp::Reverse(*i)));
+        .min_by_key(|(i, t)| (t.block_m, plain(t), *i));
+    let largest = tiles.iter().enumerate().max_by_key(|(i, t)| {
+        (
+            t.block_m,
+            std::cmp::Reverse(plain(t)),
+            std::cmp::Reverse(*i),
+        )
+    });
     covering.or(largest).map_or(0, |(i, _)| i)
 }
 

@@ -2,7 +2,7 @@
 
 use humming_runtime::Error;
 use humming_runtime::cuda::{LaunchShape, check_launch, select_tile_index};
-use humming_runtime::spec::{KernelSpec, TileConfig, parse_kernel_str};
+use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
 
 fn spec(fields: &str) -> KernelSpec {
     parse_kernel_str(fields).unwrap()
@@ -185,6 +185,7 @@ fn tile_selection_by_m() {
         warp_n: 64,
         warp_k: 64,
         stages: 4,
+        mma: Mma::Sync,
     };
     let tiles = [t(16), t(32), t(64)];
     assert_eq!(select_tile_index(&tiles, 1), 0);
@@ -196,6 +197,20 @@ fn tile_selection_by_m() {
     assert_eq!(select_tile_index(&unordered, 3), 1);
     assert_eq!(select_tile_index(&unordered, 100), 0);
     assert_eq!(select_tile_index(&[], 3), 0);
+    // A wgmma tile wins over an mma.sync tile of the same block M, wherever it is in the list.
+    let wg = |bm: u16| TileConfig {
+        block_n: 256,
+        warp_m: bm,
+        mma: Mma::Wgmma,
+        ..t(bm)
+    };
+    let mixed = [t(16), t(32), t(64), wg(32), wg(64)];
+    assert_eq!(select_tile_index(&mixed, 16), 0);
+    assert_eq!(select_tile_index(&mixed, 17), 3);
+    assert_eq!(select_tile_index(&mixed, 33), 4);
+    assert_eq!(select_tile_index(&mixed, 5000), 4);
+    let first = [wg(64), t(64)];
+    assert_eq!(select_tile_index(&first, 100), 0);
 }
 
 #[test]
@@ -209,6 +224,7 @@ fn split_k_balances_the_multiprocessors() {
         warp_n: 64,
         warp_k: 64,
         stages: 4,
+        mma: Mma::Sync,
     };
     // 8192 x 8192 at M = 1: 64 tiles, 64 steps, 132 SMs x 3 CTAs: 6 splits (384 CTAs, 3 per SM, one
     // wave, 11 steps each: cost 3 * 11 + 4 = 37); 8 splits would need a second wave (4 * 8 + 8 = 40).
@@ -236,6 +252,23 @@ fn split_k_balances_the_multiprocessors() {
     // The f32 partials stay within a quarter of the weight traffic: splits * M <= K / 64.
     assert_eq!(choose_splits(&t, 16, 4096, 4096, 132, 3), 4);
     assert_eq!(choose_splits(&t, 64, 8192, 4096, 132, 3), 1);
+    // wgmma tiles: the most splits whose CTAs fit one wave (132 SMs x 2 resident CTAs here).
+    let wg = TileConfig {
+        block_m: 128,
+        block_n: 128,
+        block_k: 64,
+        warp_m: 128,
+        warp_n: 32,
+        warp_k: 64,
+        stages: 4,
+        mma: Mma::Wgmma,
+    };
+    assert_eq!(choose_splits(&wg, 128, 8192, 8192, 132, 2), 4); // 64 tiles x 4 = 256 CTAs
+    assert_eq!(choose_splits(&wg, 256, 8192, 8192, 132, 2), 2); // 128 tiles x 2
+    assert_eq!(choose_splits(&wg, 128, 4096, 14336, 132, 2), 8); // 32 tiles x 8
+    assert_eq!(choose_splits(&wg, 128, 28672, 4096, 132, 2), 1); // 224 tiles: one wave already
+    assert_eq!(choose_splits(&wg, 128, 128, 512, 132, 2), 2); // at least 4 steps per split
+    assert_eq!(choose_splits(&wg, 0, 0, 0, 0, 0), 1);
     // Degenerate inputs do not panic.
     assert_eq!(choose_splits(&t, 0, 0, 0, 0, 0), 1);
 }

@@ -72,7 +72,8 @@ enum Zp {
     Float,
 }
 
-fn spec_for(a: &str, bits: u32, zp: Zp, group: u32, bias: bool) -> spec::KernelSpec {
+/// The descriptor of one configuration; `extra` is appended to the fields (e.g. `, tiles: [...]`).
+fn spec_for(a: &str, bits: u32, zp: Zp, group: u32, bias: bool, extra: &str) -> spec::KernelSpec {
     let b = match zp {
         Zp::Symmetric if bits > 1 => format!("i{bits}"),
         _ => format!("u{bits}"),
@@ -87,7 +88,7 @@ fn spec_for(a: &str, bits: u32, zp: Zp, group: u32, bias: bool) -> spec::KernelS
     } else {
         format!("group({group})")
     };
-    let fields = format!("a: {a}, b: {b}, scale: {scale}, zero_point: {z}, bias: {bias}");
+    let fields = format!("a: {a}, b: {b}, scale: {scale}, zero_point: {z}, bias: {bias}{extra}");
     spec::parse_kernel_str(&fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
 }
 
@@ -248,7 +249,7 @@ fn config_cases<T: Element>(
 }
 
 /// Runs every case of one configuration (A/C dtype index 0 = f16, 1 = bf16, with its tolerance) and
-/// adds the result to `outcome`.
+/// adds the result to `outcome`. `tiles`: a `, tiles: [...]` field, or empty for the default tiles.
 #[allow(clippy::too_many_arguments)]
 fn check_config(
     stream: &Arc<cudarc::driver::CudaStream>,
@@ -257,13 +258,14 @@ fn check_config(
     zp: Zp,
     group: u32,
     bias: bool,
+    tiles: &str,
     (ms, ns, ks): (&[usize], &[usize], &[usize]),
     rng: &mut Rng,
     outcome: &mut Outcome,
 ) {
     let a_name = ["f16", "bf16"][dtype];
-    let sp = spec_for(a_name, bits, zp, group, bias);
-    let kname = format!("{a_name}_w{bits}_{zp:?}_g{group}");
+    let sp = spec_for(a_name, bits, zp, group, bias, tiles);
+    let kname = format!("{a_name}_w{bits}_{zp:?}_g{group}{tiles}");
     let (worst, cases) = if dtype == 0 {
         config_cases::<f16>(stream, &kname, sp, 1e-2, ms, ns, ks, rng)
     } else {
@@ -313,6 +315,7 @@ fn matrix_for(bits: u32, dtype: usize) {
                 zp,
                 g,
                 bias,
+                "",
                 shapes,
                 &mut rng,
                 &mut outcome,
@@ -499,6 +502,7 @@ fn gpu_long_groups() {
                         zp,
                         g,
                         g == 256,
+                        "",
                         shapes,
                         &mut rng,
                         &mut outcome,
@@ -511,4 +515,85 @@ fn gpu_long_groups() {
         "{name}: {} cases passed, worst relative error {:.3e}",
         outcome.cases, outcome.worst
     );
+}
+
+/// Every tile kind on its own (one tile per kernel, so M does not pick another): the `mma.sync` tiles
+/// of 32 and 64 rows, which the default tiles replace by `wgmma` ones on Hopper, and `wgmma` tiles of
+/// 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 5 stages. N = 192
+/// and 576 leave warps of a wgmma tile past N; K = 576 ends in a partial stage; M not a multiple of
+/// the tile. One test per tile, so that they run in parallel; `wgmma` tiles are skipped on GPUs other
+/// than compute capability 9.0.
+fn tile_kind(index: usize, tile: &str, wgmma: bool) {
+    let name = format!("gpu_tile_kind_{index}");
+    let Some(stream) = gpu() else {
+        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+        return;
+    };
+    if wgmma && stream.context().compute_capability().ok() != Some((9, 0)) {
+        let _ = writeln!(std::io::stderr(), "skipped: {name} (wgmma needs sm_90)");
+        return;
+    }
+    let mut rng = Rng::new(seed() ^ (index as u64) << 8);
+    let (ms, ns, ks): (&[usize], &[usize], &[usize]) = if quick() {
+        (&[5, 33], &[192], &[576, 4096])
+    } else {
+        (&[1, 5, 17, 33, 100, 130], &[192, 576, 4096], &[576, 4096])
+    };
+    let mut outcome = Outcome {
+        worst: 0.0,
+        cases: 0,
+    };
+    // (bits, zero point, group, bias): the common W4A16 formats, a two-part width, 8 bits (bf16's f32
+    // dequant path), groups shorter than a warp's 64-deep slice.
+    let formats = [
+        (4, Zp::Integer, 128, false),
+        (4, Zp::Symmetric, 0, true),
+        (3, Zp::Float, 64, true),
+        (8, Zp::Symmetric, 32, false),
+        (2, Zp::Integer, 0, false),
+    ];
+    let tiles = format!(", tiles: [tile(block = {tile})]");
+    for &(bits, zp, g, bias) in &formats {
+        for dtype in 0..2 {
+            check_config(
+                &stream,
+                dtype,
+                bits,
+                zp,
+                g,
+                bias,
+                &tiles,
+                (ms, ns, ks),
+                &mut rng,
+                &mut outcome,
+            );
+        }
+    }
+    println!(
+        "{name} [{tile}]: {} cases passed, worst relative error {:.3e}",
+        outcome.cases, outcome.worst
+    );
+}
+
+/// One `#[test]` per tile (`name: index, tile text, is wgmma`).
+macro_rules! tile_kind_tests {
+    ($($name:ident: $index:expr, $tile:expr, $wgmma:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                tile_kind($index, $tile, $wgmma);
+            }
+        )*
+    };
+}
+
+tile_kind_tests! {
+    gpu_tile_kind_0: 0, "(32, 128, 128), warp = (32, 64, 64), stages = 4", false;
+    gpu_tile_kind_1: 1, "(64, 128, 128), warp = (32, 64, 64), stages = 4", false;
+    gpu_tile_kind_2: 2, "(8, 256, 64), stages = 3, mma = wgmma", true;
+    gpu_tile_kind_3: 3, "(24, 256, 128), stages = 4, mma = wgmma", true;
+    gpu_tile_kind_4: 4, "(64, 256, 64), stages = 5, mma = wgmma", true;
+    gpu_tile_kind_5: 5, "(32, 128, 64), warp = (32, 32, 64), stages = 5, mma = wgmma", true;
+    gpu_tile_kind_6: 6, "(72, 128, 128), warp = (72, 32, 64), stages = 3, mma = wgmma", true;
+    gpu_tile_kind_7: 7, "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma", true;
 }

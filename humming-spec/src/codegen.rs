@@ -10,7 +10,7 @@ use crate::model::*;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-1";
+pub const GENERATOR_VERSION: &str = "humming-codegen-2";
 
 /// The reusable CUDA headers, as `(relative path, contents)`. The build helper writes them next to the
 /// generated sources; the runtime hands them to NVRTC.
@@ -28,6 +28,10 @@ pub const HEADERS: &[(&str, &str)] = &[
         include_str!("../../cuda/humming/mma.cuh"),
     ),
     (
+        "humming/wgmma.cuh",
+        include_str!("../../cuda/humming/wgmma.cuh"),
+    ),
+    (
         "humming/loader.cuh",
         include_str!("../../cuda/humming/loader.cuh"),
     ),
@@ -41,31 +45,43 @@ pub const HEADERS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Default tile configurations when a declaration fixes none, picked at run time by M
-/// (the smallest `block_m` that covers M wins). The 8-row tile (M <= 8) runs the "swap AB" path
-/// (weights as the mma's A operand, group scales on the f32 accumulators; see `gemm.cuh`).
-pub fn default_tiles() -> Vec<TileConfig> {
-    let t = |bm, bn, bk, wm, st| TileConfig {
+/// Default tile configurations when a declaration fixes none, picked at run time by M (the smallest
+/// `block_m` that covers M wins; among equals a `wgmma` tile where the GPU has it). The 8- and 16-row
+/// tiles run the "swap AB" `mma.sync` path (weights as the mma's A operand, group scales on the f32
+/// accumulators; see `gemm.cuh`). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
+/// 32 and 64 rows over 256 channels (two warpgroups along K), 128 rows over 128 channels (warps of 32
+/// channels); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere. Chosen from sweeps on the
+/// H200 (`examples/tune.rs`, PERFORMANCE.md).
+pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
+    let t = |bm, bn, bk, wm, wn, st, mma| TileConfig {
         block_m: bm,
         block_n: bn,
         block_k: bk,
         warp_m: wm,
-        warp_n: 64,
+        warp_n: wn,
         warp_k: 64,
         stages: st,
+        mma,
     };
-    vec![
-        t(8, 128, 256, 8, 3),
-        t(16, 128, 128, 16, 4),
-        t(32, 128, 128, 32, 4),
-        t(64, 128, 128, 32, 4),
-    ]
+    let mut tiles = vec![
+        t(8, 128, 256, 8, 64, 3, Mma::Sync),
+        t(16, 128, 128, 16, 64, 4, Mma::Sync),
+        t(32, 128, 128, 32, 64, 4, Mma::Sync),
+        t(64, 128, 128, 32, 64, 4, Mma::Sync),
+    ];
+    if archs.contains(Arch::Sm90a) {
+        tiles.push(t(32, 256, 128, 32, 64, 4, Mma::Wgmma));
+        tiles.push(t(64, 256, 128, 64, 64, 4, Mma::Wgmma));
+        tiles.push(t(128, 128, 64, 128, 32, 4, Mma::Wgmma));
+    }
+    tiles
 }
 
-/// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`].
+/// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
+/// archs.
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
-        default_tiles()
+        default_tiles(spec.archs)
     } else {
         spec.tiles.as_slice().to_vec()
     }
@@ -110,9 +126,10 @@ pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
     }
 }
 
-/// Dynamic shared memory of one tile configuration, in bytes. The generated source asserts that the
-/// CUDA side computes the same number.
-pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
+/// Bytes of one pipeline stage (A tile, packed B, scale and zero-point rows). A `wgmma` tile rounds it
+/// up to 1024 bytes: the hardware's 128-byte swizzle of the A tile is a function of address bits 4-9, so
+/// every A tile starts on a 1024-byte boundary.
+pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let (bm, bn, bk) = (t.block_m as u32, t.block_n as u32, t.block_k as u32);
     let a = bm * bk * 2;
     let b = bn * bk * spec.b.bits() / 8;
@@ -123,10 +140,27 @@ pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     } else {
         0
     };
-    let pipeline = t.stages as u32 * (a + b + s + z);
-    let warps_k = (t.block_k / t.warp_k) as u32;
-    let reduce = (warps_k - 1) * bm * bn * 4;
-    pipeline.max(reduce)
+    let bytes = a + b + s + z;
+    match t.mma {
+        Mma::Sync => bytes,
+        Mma::Wgmma => bytes.next_multiple_of(1024),
+    }
+}
+
+/// Dynamic shared memory of one tile configuration, in bytes: the pipeline, or the buffer of the
+/// reduction across warps along K if larger; a `wgmma` tile adds 1024 bytes so that its stages can
+/// start on a 1024-byte boundary. The generated source asserts that the CUDA side computes the same
+/// number.
+pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    let (bm, bn) = (t.block_m as u32, t.block_n as u32);
+    let pipeline = t.stages as u32 * stage_bytes(spec, t);
+    let warps_k = (t.block_k / t.warp_k.max(1)) as u32;
+    let reduce = warps_k.saturating_sub(1) * bm * bn * 4;
+    let align = match t.mma {
+        Mma::Sync => 0,
+        Mma::Wgmma => 1024,
+    };
+    pipeline.max(reduce) + align
 }
 
 fn cuda_dtype(d: DType) -> &'static str {
@@ -157,12 +191,18 @@ fn epilogue_kind(e: Epilogue) -> &'static str {
 
 /// The `minBlocksPerMultiprocessor` hint of a tile's `__launch_bounds__`: the CTAs that fit the
 /// shared memory of one SM (228 KiB on sm_90, 1 KiB reserved per CTA), limited so that each thread may
-/// still use the registers its accumulators need (96 for warp tiles of 8 rows, else 160). The hint only bounds register allocation; without it ptxas 13.0 was
+/// still use the registers its accumulators need (`mma.sync`: 96 for warp tiles of 8 rows, else 160;
+/// `wgmma`: block_m * warp_n / 32 + 72). The hint only bounds register allocation; without it ptxas 13.0 was
 /// seen to cap a 128-thread tile at 80 registers and spill.
 pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let by_smem = (228 * 1024) / (smem_bytes(spec, t) + 1024).max(1);
     // Accumulators grow with the warp's rows: 8 rows fit in 96 registers, more need 160.
-    let regs = if t.warp_m <= 8 { 96 } else { 160 };
+    let regs = match t.mma {
+        Mma::Sync if t.warp_m <= 8 => 96,
+        Mma::Sync => 160,
+        // block_m * warp_n / 32 f32 accumulators, the dequantized weights of two k16 steps in flight.
+        Mma::Wgmma => t.block_m as u32 * t.warp_n as u32 / 32 + 72,
+    };
     let by_regs = 65536 / (t.threads().max(1) * regs);
     by_smem.min(by_regs).max(1)
 }
@@ -204,8 +244,15 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     let _ = writeln!(s, "}}  // namespace");
     for (i, t) in tiles_of(spec).iter().enumerate() {
         let tile = format!(
-            "humming::Tile<{}, {}, {}, {}, {}, {}, {}>",
-            t.block_m, t.block_n, t.block_k, t.warp_m, t.warp_n, t.warp_k, t.stages
+            "humming::Tile<{}, {}, {}, {}, {}, {}, {}, {}>",
+            t.block_m,
+            t.block_n,
+            t.block_k,
+            t.warp_m,
+            t.warp_n,
+            t.warp_k,
+            t.stages,
+            t.mma == Mma::Wgmma
         );
         let _ = writeln!(s);
         let _ = writeln!(

@@ -212,11 +212,34 @@ impl ArchSet {
     }
 }
 
+/// The tensor-core instruction a tile configuration is built on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Mma {
+    /// `mma.sync.m16n8k16`, one warp at a time (sm_80 and newer).
+    #[default]
+    Sync,
+    /// Hopper `wgmma.mma_async` (sm_90a only): a warpgroup of four warps multiplies its 4 x 64
+    /// dequantized weight channels, held in registers (the A operand, "swap AB"), by the tile's rows of
+    /// activations read from shared memory (the B operand, 128-byte swizzled, K-major).
+    Wgmma,
+}
+
+impl Mma {
+    /// The name used in `tile(..., mma = ...)` and in the canonical text.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mma::Sync => "sync",
+            Mma::Wgmma => "wgmma",
+        }
+    }
+}
+
 /// One tile configuration of the tensor-core kernel.
 ///
 /// A CTA computes a `block_m × block_n` tile of C, walking K in steps of `block_k`; each warp owns a
 /// `warp_m × warp_n × warp_k` sub-tile (warps along K are reduced through shared memory). `stages` is
-/// the depth of the `cp.async` shared-memory pipeline.
+/// the depth of the `cp.async` shared-memory pipeline. With [`Mma::Wgmma`] the four warps along N
+/// (`block_n = 256`, `warp_m = block_m`) form one warpgroup per 64 of `block_k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TileConfig {
     /// CTA tile rows (tokens).
@@ -233,6 +256,8 @@ pub struct TileConfig {
     pub warp_k: u16,
     /// Shared-memory pipeline stages.
     pub stages: u8,
+    /// Tensor-core instruction.
+    pub mma: Mma,
 }
 
 impl TileConfig {
@@ -257,7 +282,12 @@ impl fmt::Display for TileConfig {
             self.warp_n,
             self.warp_k,
             self.stages
-        )
+        )?;
+        // mma.sync tiles keep the text (and the kernel hashes) they had before wgmma tiles existed.
+        match self.mma {
+            Mma::Sync => Ok(()),
+            Mma::Wgmma => write!(f, "wgmma"),
+        }
     }
 }
 
@@ -282,6 +312,7 @@ impl TileList {
         warp_n: 0,
         warp_k: 0,
         stages: 0,
+        mma: Mma::Sync,
     };
     /// No configuration: the generator picks its defaults.
     pub const EMPTY: TileList = TileList {

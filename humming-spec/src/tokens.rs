@@ -130,10 +130,15 @@ fn tile_tokens(t: &TileConfig, p: &TokenStream) -> TokenStream {
         warp_n,
         warp_k,
         stages,
+        mma,
     } = *t;
     let [block_m, block_n, block_k, warp_m, warp_n, warp_k] =
         [block_m, block_n, block_k, warp_m, warp_n, warp_k].map(Literal::u16_unsuffixed);
     let stages = Literal::u8_unsuffixed(stages);
+    let mma = match mma {
+        crate::model::Mma::Sync => quote!(#p::Mma::Sync),
+        crate::model::Mma::Wgmma => quote!(#p::Mma::Wgmma),
+    };
     quote! {
         #p::TileConfig {
             block_m: #block_m,
@@ -143,6 +148,7 @@ fn tile_tokens(t: &TileConfig, p: &TokenStream) -> TokenStream {
             warp_n: #warp_n,
             warp_k: #warp_k,
             stages: #stages,
+            mma: #mma,
         }
     }
 }
@@ -167,7 +173,8 @@ mod tests {
     fn every_field_is_written() {
         let spec = crate::parse_kernel_str(
             "a: f16, b: u4, scale: group(128, f16), zero_point: int, bias: true, epilogue: silu, \
-             arch: [sm_80, sm_90a], tiles: [tile(block = (16, 128, 64), warp = (16, 64, 64), stages = 4)]",
+             arch: [sm_80, sm_90a], tiles: [tile(block = (16, 128, 64), warp = (16, 64, 64), stages = 4), \
+             tile(block = (64, 256, 128), mma = wgmma)]",
         )
         .unwrap();
         let s = text(&spec_tokens(&spec, &krate()));
@@ -183,13 +190,14 @@ mod tests {
             "layout:::humming::spec::Layout::Dense,",
             "epilogue:::humming::spec::Epilogue::Silu,",
             &format!("archs:::humming::spec::ArchSet({}),", spec.archs.0),
-            "tiles:::humming::spec::TileList{len:1,items:[::humming::spec::TileConfig{block_m:16,block_n:128,block_k:64,warp_m:16,warp_n:64,warp_k:64,stages:4,},",
+            "tiles:::humming::spec::TileList{len:2,items:[::humming::spec::TileConfig{block_m:16,block_n:128,block_k:64,warp_m:16,warp_n:64,warp_k:64,stages:4,mma:::humming::spec::Mma::Sync,},",
+            "::humming::spec::TileConfig{block_m:64,block_n:256,block_k:128,warp_m:64,warp_n:64,warp_k:64,stages:4,mma:::humming::spec::Mma::Wgmma,},",
         ] {
             assert!(s.contains(part), "missing `{part}` in {s}");
         }
         // All MAX_TILES entries are written, the unused ones zeroed.
         assert_eq!(s.matches("::humming::spec::TileConfig{").count(), MAX_TILES);
-        assert_eq!(s.matches("block_m:0,").count(), MAX_TILES - 1);
+        assert_eq!(s.matches("block_m:0,").count(), MAX_TILES - 2);
     }
 
     #[test]

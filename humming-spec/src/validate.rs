@@ -85,6 +85,8 @@ pub struct TileSpans {
     pub warp: [Span; 3],
     /// The `stages` value.
     pub stages: Span,
+    /// The `mma` value (the `tile` name when not written).
+    pub mma: Span,
 }
 
 impl SpecSpans {
@@ -336,7 +338,7 @@ fn parse_scale(
 }
 
 fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
-    let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S)`";
+    let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S, mma = sync | wgmma)`";
     let Value::Call(call, args, _) = v else {
         errs.push(
             v.span(),
@@ -348,12 +350,13 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
         errs.push(call.span(), format!("expected {usage}"));
         return None;
     }
-    let (mut block, mut warp, mut stages) = (None, None, None);
+    let (mut block, mut warp, mut stages, mut mma) = (None, None, None, None);
     let mut spans = TileSpans {
         tile: call.span(),
         block: [call.span(); 3],
         warp: [call.span(); 3],
         stages: call.span(),
+        mma: call.span(),
     };
     let triple = |v: &Value, errs: &mut Errors| -> Option<([u16; 3], [Span; 3])> {
         let Value::Tuple(items, span) = v else {
@@ -417,10 +420,27 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
                     }
                 }
             }
+            "mma" => {
+                slot_dup(mma.is_some(), errs);
+                let allowed = "`sync` or `wgmma`";
+                let i = ident_of(val, "mma", allowed, errs)?;
+                spans.mma = i.span();
+                mma = Some(match i.to_string().as_str() {
+                    "sync" => Mma::Sync,
+                    "wgmma" => Mma::Wgmma,
+                    other => {
+                        errs.push(
+                            i.span(),
+                            format!("unknown mma `{other}`; expected {allowed}"),
+                        );
+                        return None;
+                    }
+                });
+            }
             other => {
                 errs.push(
                     name.span(),
-                    format!("unknown tile argument `{other}`; expected block, warp or stages"),
+                    format!("unknown tile argument `{other}`; expected block, warp, stages or mma"),
                 );
                 return None;
             }
@@ -442,6 +462,7 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
         warp_n: warp[1],
         warp_k: warp[2],
         stages: stages.unwrap_or(4),
+        mma: mma.unwrap_or_default(),
     };
     Some((tile, spans))
 }
@@ -996,6 +1017,7 @@ impl TileSpans {
             block: [s; 3],
             warp: [s; 3],
             stages: s,
+            mma: s,
         }
     }
 }
@@ -1102,9 +1124,85 @@ fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
     }
 }
 
+/// Rules of a `wgmma` tile: one warpgroup (four warps along N) per 64 of `block_k` (one or two
+/// warpgroups); every warp covers all `block_m` rows and `warp_n` = 64 channels (one packed unit) or 32
+/// (half a unit), so `block_n = 4 * warp_n`; `block_m` a multiple of 8 with `block_m * warp_n <= 4096`
+/// (each thread keeps `block_m * warp_n / 32` f32 accumulators, at most 128); 3 to 6 stages (a stage
+/// is refilled two steps after it was read, while the last `wgmma` on it may still run); the
+/// declaration's `arch` must include `sm_90a`, the only target with `wgmma`.
+fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &mut Errors) {
+    if !spec.archs.contains(Arch::Sm90a) {
+        errs.push(
+            span.mma,
+            "`mma = wgmma` needs `sm_90a` in `arch` (wgmma exists on sm_90a only)",
+        );
+    }
+    if t.warp_m != t.block_m || !matches!(t.warp_n, 32 | 64) || t.warp_k != 64 {
+        let at = if t.warp_m != t.block_m {
+            span.warp[0]
+        } else if !matches!(t.warp_n, 32 | 64) {
+            span.warp[1]
+        } else {
+            span.warp[2]
+        };
+        errs.push(
+            at,
+            format!(
+                "in a wgmma tile every warp covers all block M rows, 64 or 32 channels and 64 of K: warp must be ({}, 64 or 32, 64), found ({}, {}, {})",
+                t.block_m, t.warp_m, t.warp_n, t.warp_k
+            ),
+        );
+        return;
+    }
+    if t.block_n != 4 * t.warp_n {
+        errs.push(
+            span.block[1],
+            format!(
+                "a wgmma tile is one warpgroup of four warps along N: block N must be 4 x warp N = {}, found {}",
+                4 * t.warp_n,
+                t.block_n
+            ),
+        );
+    }
+    if !matches!(t.block_k, 64 | 128) {
+        errs.push(
+            span.block[2],
+            format!(
+                "a wgmma tile has one warpgroup per 64 of block K, one or two: block K must be 64 or 128, found {}",
+                t.block_k
+            ),
+        );
+    }
+    if !t.block_m.is_multiple_of(8) || t.block_m as u32 * t.warp_n as u32 > 4096 {
+        errs.push(
+            span.block[0],
+            format!(
+                "a wgmma tile needs block M a multiple of 8 and at most {} with warp N = {} (block M x warp N / 32 f32 accumulators per thread, at most 128); found {}",
+                4096 / t.warp_n,
+                t.warp_n,
+                t.block_m
+            ),
+        );
+    }
+    if !(3..=6).contains(&t.stages) {
+        errs.push(
+            span.stages,
+            format!("a wgmma tile needs 3 to 6 stages; found {}", t.stages),
+        );
+    }
+    let smem = crate::codegen::smem_bytes(spec, t);
+    if smem > 227 * 1024 {
+        errs.push(
+            span.tile,
+            format!("this tile needs {smem} bytes of shared memory; at most 232448 (227 KiB)"),
+        );
+    }
+}
+
 /// What this version of the code generator can emit: f16/bf16 activations, integer weights of 1..=8
-/// bits, channel or group scales in A's dtype, any zero point, dense layout, sm_80 and newer, and
-/// tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48 or 64).
+/// bits, channel or group scales in A's dtype, any zero point, dense layout, sm_80 and newer, tiles
+/// of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48 or 64) and, for sm_90a, of
+/// the `wgmma` kernel (see `check_wgmma_tile`).
 pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     if !spec.a.is_16bit_float() {
         errs.push(sp.a, format!("kernels for `{}` activations are not generated yet (this version generates f16 and bf16 activations)", spec.a));
@@ -1140,6 +1238,10 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
     for (i, t) in spec.tiles.as_slice().iter().enumerate() {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
+        if t.mma == Mma::Wgmma {
+            check_wgmma_tile(spec, t, &span, errs);
+            continue;
+        }
         if t.warp_n != 64 || t.warp_k != 64 {
             let at = if t.warp_n != 64 {
                 span.warp[1]
