@@ -25,8 +25,9 @@ struct Args {
     /// Weight format, as gemm! fields (without `tiles`).
     #[arg(long, default_value = "a: f16, b: i4, scale: group(128)")]
     format: String,
-    /// Tile configurations `bm,bn,bk,stages[,warp_m][,wgmma]` separated by `;` (`,wgmma`: the Hopper
-    /// wgmma kernel, warp (bm, bn / 4, 64), e.g. `128,128,64,4,wgmma`). Empty: the defaults.
+    /// Tile configurations `bm,bn,bk,stages[,warp_m]` or `bm,bn,bk,stages[,warp_n],wgmma` separated by
+    /// `;` (`,wgmma`: the Hopper wgmma kernel, warp (bm, warp_n or bn / 4, 64), e.g.
+    /// `128,128,64,4,wgmma`). Empty: the defaults.
     #[arg(long, default_value = "")]
     tiles: String,
     /// Shapes `NxK`, comma separated.
@@ -86,9 +87,9 @@ fn main() -> Res<()> {
                     None => (t, "sync"),
                 };
                 let v: Vec<u32> = parse_list(t);
-                // A wgmma tile is four warps along N over all block M rows.
+                // A wgmma tile: warps over all block M rows, warp N given or block N / 4.
                 let (wm, wn) = if mma == "wgmma" {
-                    (v[0], v[1] / 4)
+                    (v[0], v.get(4).copied().unwrap_or(v[1] / 4))
                 } else {
                     (v.get(4).copied().unwrap_or(v[0].min(64)), 64)
                 };
