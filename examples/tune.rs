@@ -22,7 +22,7 @@ use timing::{Res, capture, copy_bandwidth, event_flags};
 
 #[derive(Parser)]
 struct Args {
-    /// Weight format, as gemm! fields (without `tiles`).
+    /// Weight format, as gemm! fields (without `tiles`, and without `arch` when a tile is wgmma).
     #[arg(long, default_value = "a: f16, b: i4, scale: group(128)")]
     format: String,
     /// Tile configurations `bm,bn,bk,stages[,warp_m]` or `bm,bn,bk,stages[,warp_n],wgmma` separated by
@@ -62,8 +62,51 @@ impl Lcg {
     }
 }
 
+/// The `tiles:` field of each `--tiles` entry (`bm,bn,bk,stages[,warp_m]` or
+/// `bm,bn,bk,stages[,warp_n],wgmma`), or one empty string for the defaults.
+fn tile_fields(tiles: &str) -> Result<Vec<String>, String> {
+    if tiles.is_empty() {
+        return Ok(vec![String::new()]);
+    }
+    tiles
+        .split(';')
+        .map(|t| {
+            let mut words: Vec<&str> = t.split(',').map(str::trim).collect();
+            let mma = if words.last() == Some(&"wgmma") {
+                words.pop();
+                "wgmma"
+            } else {
+                "sync"
+            };
+            let v = words
+                .iter()
+                .map(|w| w.parse::<u32>())
+                .collect::<Result<Vec<u32>, _>>()
+                .map_err(|_| format!("tile `{t}`: expected numbers, optionally ending in `wgmma`"))?;
+            if !(4..=5).contains(&v.len()) {
+                return Err(format!(
+                    "tile `{t}`: expected bm,bn,bk,stages[,warp_m] or bm,bn,bk,stages[,warp_n],wgmma"
+                ));
+            }
+            // A wgmma tile: warps over all block M rows, warp N given or block N / 4.
+            let (wm, wn) = if mma == "wgmma" {
+                (v[0], v.get(4).copied().unwrap_or(v[1] / 4))
+            } else {
+                (v.get(4).copied().unwrap_or(v[0].min(64)), 64)
+            };
+            // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!).
+            let arch = if mma == "wgmma" { ", arch: [sm_90a]" } else { "" };
+            Ok(format!(
+                "{arch}, tiles: [tile(block = ({}, {}, {}), warp = ({wm}, {wn}, 64), stages = {}, mma = {mma})]",
+                v[0], v[1], v[2], v[3]
+            ))
+        })
+        .collect()
+}
+
 fn main() -> Res<()> {
     let args = Args::parse();
+    let tile_specs = tile_fields(&args.tiles)?;
     let stream = match cuda::default_stream(0) {
         Ok(s) => s,
         Err(e) => {
@@ -76,30 +119,6 @@ fn main() -> Res<()> {
     unsafe { ctx.disable_event_tracking() };
     let bw = copy_bandwidth(&stream, 1 << 30)?;
     println!("copy bandwidth {:.2} TB/s (read + write)", bw / 1e12);
-    let tile_specs: Vec<String> = if args.tiles.is_empty() {
-        vec![String::new()]
-    } else {
-        args.tiles
-            .split(';')
-            .map(|t| {
-                let (t, mma) = match t.strip_suffix(",wgmma") {
-                    Some(rest) => (rest, "wgmma"),
-                    None => (t, "sync"),
-                };
-                let v: Vec<u32> = parse_list(t);
-                // A wgmma tile: warps over all block M rows, warp N given or block N / 4.
-                let (wm, wn) = if mma == "wgmma" {
-                    (v[0], v.get(4).copied().unwrap_or(v[1] / 4))
-                } else {
-                    (v.get(4).copied().unwrap_or(v[0].min(64)), 64)
-                };
-                format!(
-                    ", tiles: [tile(block = ({}, {}, {}), warp = ({wm}, {wn}, 64), stages = {}, mma = {mma})]",
-                    v[0], v[1], v[2], v[3]
-                )
-            })
-            .collect()
-    };
     let mut rng = Lcg(7);
     for shape in args.shapes.split(',') {
         let Some((n, k)) = shape.split_once('x') else {

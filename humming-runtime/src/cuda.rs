@@ -236,10 +236,15 @@ impl<A: Element, C: Element> Gemm<A, C> {
             )
             .map_err(driver_err("reading the shared-memory limit"))? as u32;
         let mut tiles = Vec::new();
+        let mut wgmma_skipped = 0;
         for (i, tile) in tiles_of(&spec).into_iter().enumerate() {
             let smem = smem_bytes(&spec, &tile);
             // wgmma exists on sm_90a only (compute capability 9.0); elsewhere those entries trap.
-            if smem > optin || (tile.mma == Mma::Wgmma && cap != 90) {
+            if tile.mma == Mma::Wgmma && cap != 90 {
+                wgmma_skipped += 1;
+                continue;
+            }
+            if smem > optin {
                 continue;
             }
             let func = module
@@ -271,9 +276,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
             });
         }
         if tiles.is_empty() {
+            let why = if wgmma_skipped > 0 {
+                format!(
+                    "{wgmma_skipped} are `mma = wgmma` tiles, which need compute capability 9.0 (this GPU: {cap}), \
+                     and the others do not fit in {optin} bytes of shared memory"
+                )
+            } else {
+                format!("none fits in {optin} bytes of shared memory")
+            };
             return Err(invalid(
                 "spec",
-                format!("no tile configuration of {name} fits in {optin} bytes of shared memory"),
+                format!("no tile configuration of {name} can run on this GPU: {why}"),
             ));
         }
         let sms = ctx
@@ -668,7 +681,8 @@ pub fn choose_splits(
     }
     if t.mma == Mma::Wgmma {
         // Few, large CTAs: the most splits that still fit one wave of resident CTAs (the best of the
-        // fixed split counts swept on the H200 in 6 of 7 cases, `perf/2026-11-30c_h200_tune.log`).
+        // fixed split counts swept on the H200 in 5 of 6 cases; 4096 x 4096 at M = 128 ran faster
+        // with 4 splits than with this rule's 8, `perf/2026-11-30c_h200_tune.log`).
         let max_s = 16.min((steps / 4).max(1));
         return (1..=max_s)
             .rev()

@@ -530,7 +530,10 @@ fn tile_kind(index: usize, tile: &str, wgmma: bool) {
         return;
     };
     if wgmma && stream.context().compute_capability().ok() != Some((9, 0)) {
-        let _ = writeln!(std::io::stderr(), "skipped: {name} (wgmma needs sm_90)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: {name} (wgmma needs compute capability 9.0, sm_90a)"
+        );
         return;
     }
     let mut rng = Rng::new(seed() ^ (index as u64) << 8);
@@ -552,7 +555,9 @@ fn tile_kind(index: usize, tile: &str, wgmma: bool) {
         (8, Zp::Symmetric, 32, false),
         (2, Zp::Integer, 0, false),
     ];
-    let tiles = format!(", tiles: [tile(block = {tile})]");
+    // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!).
+    let arch = if wgmma { ", arch: [sm_90a]" } else { "" };
+    let tiles = format!("{arch}, tiles: [tile(block = {tile})]");
     for &(bits, zp, g, bias) in &formats {
         for dtype in 0..2 {
             check_config(

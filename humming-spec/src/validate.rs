@@ -453,7 +453,12 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
         );
         return None;
     };
-    let warp = warp.unwrap_or([block[0], 64, 64]);
+    // Omitted warp: (block M, 64, 64), or for wgmma (block M, block N / 4, 64): one warpgroup along N.
+    let warp = warp.unwrap_or(if mma == Some(Mma::Wgmma) {
+        [block[0], (block[1] / 4).max(1), 64]
+    } else {
+        [block[0], 64, 64]
+    });
     let tile = TileConfig {
         block_m: block[0],
         block_n: block[1],
@@ -1023,6 +1028,10 @@ impl TileSpans {
 }
 
 fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
+    if t.mma == Mma::Wgmma {
+        // Its own, stricter rules, with messages that name them (check_wgmma_tile).
+        return;
+    }
     let dims = [
         (t.block_m, t.warp_m, "M"),
         (t.block_n, t.warp_n, "N"),
@@ -1131,6 +1140,7 @@ fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
 /// is refilled two steps after it was read, while the last `wgmma` on it may still run); the
 /// declaration's `arch` must include `sm_90a`, the only target with `wgmma`.
 fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &mut Errors) {
+    let mut ok = true;
     if !spec.archs.contains(Arch::Sm90a) {
         errs.push(
             span.mma,
@@ -1155,6 +1165,7 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
         return;
     }
     if t.block_n != 4 * t.warp_n {
+        ok = false;
         errs.push(
             span.block[1],
             format!(
@@ -1165,6 +1176,7 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
         );
     }
     if !matches!(t.block_k, 64 | 128) {
+        ok = false;
         errs.push(
             span.block[2],
             format!(
@@ -1174,6 +1186,7 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
         );
     }
     if !t.block_m.is_multiple_of(8) || t.block_m as u32 * t.warp_n as u32 > 4096 {
+        ok = false;
         errs.push(
             span.block[0],
             format!(
@@ -1190,7 +1203,12 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
             format!("a wgmma tile needs 3 to 6 stages; found {}", t.stages),
         );
     }
-    let smem = crate::codegen::smem_bytes(spec, t);
+    // Shared memory only for a tile that passed the rules above (their extents bound the sizes).
+    let smem = if ok {
+        crate::codegen::smem_bytes(spec, t)
+    } else {
+        0
+    };
     if smem > 227 * 1024 {
         errs.push(
             span.tile,
@@ -1236,7 +1254,24 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             errs.push(*span, format!("the generated kernel needs sm_80 or newer (cp.async, bf16 MMA); `{}` is not supported", arch.name()));
         }
     }
-    for (i, t) in spec.tiles.as_slice().iter().enumerate() {
+    let tiles = spec.tiles.as_slice();
+    if !tiles.is_empty() && tiles.iter().all(|t| t.mma == Mma::Wgmma) {
+        // Such a kernel has nothing to run anywhere but on sm_90a.
+        for arch in spec.archs.iter().filter(|&a| a != Arch::Sm90a) {
+            let written = sp.archs.iter().find(|(a, _)| *a == arch);
+            let (at, whose) = match written {
+                Some((_, s)) => (*s, format!("`{}`", arch.name())),
+                None => (sp.name, format!("`{}` (a default target)", arch.name())),
+            };
+            errs.push(
+                at,
+                format!(
+                    "every tile of this kernel is `mma = wgmma`, which runs on sm_90a only: {whose} would get no usable tile; set `arch: [sm_90a]` or add an mma.sync tile"
+                ),
+            );
+        }
+    }
+    for (i, t) in tiles.iter().enumerate() {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
         if t.mma == Mma::Wgmma {
             check_wgmma_tile(spec, t, &span, errs);

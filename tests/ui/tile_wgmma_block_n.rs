@@ -2,7 +2,8 @@ humming::gemm! {
     pub kernel W {
         a: f16,
         b: u4,
-        tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)],
+        arch: [sm_90a],
+        tiles: [tile(block = (64, 128, 128), warp = (64, 64, 64), stages = 4, mma = wgmma)],
     }
 }
 
