@@ -63,6 +63,10 @@ struct Gemm {
   // of the warp tile, channel (2 mt + j / 2) * 8 + lane / 4 of the warp's WN.
   __device__ __forceinline__ static int swapped_row(int i, int j, int lane) { return (i / kMt) * 8 + 2 * (lane & 3) + (j & 1); }
   __device__ __forceinline__ static int swapped_col(int i, int j, int lane) { return (2 * (i % kMt) + (j >> 1)) * 8 + (lane >> 2); }
+  // Plain (not swapped) accumulators acc[mt][nt][2 h + 0..1]: row mt * 16 + lane / 4 + 8 h of the warp
+  // tile, channels nt * 8 + 2 (lane % 4) + 0..1 of the warp's 64.
+  __device__ __forceinline__ static int plain_row(int mt, int h, int lane) { return mt * 16 + (lane >> 2) + h * 8; }
+  __device__ __forceinline__ static int plain_col(int nt, int lane) { return nt * 8 + 2 * (lane & 3); }
   // Stages loaded ahead of the one being read: STAGES - 1, or STAGES - 2 for wgmma (see above).
   static constexpr int kAhead = kWgmma ? Tl::STAGES - 2 : Tl::STAGES - 1;
   static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
@@ -333,8 +337,8 @@ struct Gemm {
           for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int row = wm * Tl::WM + mt * 16 + (lane >> 2) + h * 8;
-              const int col = wn * 64 + nt * 8 + 2 * (lane & 3);
+              const int row = wm * Tl::WM + plain_row(mt, h, lane);
+              const int col = wn * 64 + plain_col(nt, lane);
               if (m0 + row < p.m) {
                 __stcg(reinterpret_cast<float2*>(ws + row * Tl::BN + col), make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]));
               }
@@ -392,10 +396,10 @@ struct Gemm {
     u32* c = static_cast<u32*>(p.c);
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-      const int row0 = m0 + wm * Tl::WM + mt * 16 + (lane >> 2);
+      const int row0 = m0 + wm * Tl::WM + plain_row(mt, 0, lane);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        const int col = n0 + wn * 64 + nt * 8 + 2 * (lane & 3);
+        const int col = n0 + wn * 64 + plain_col(nt, lane);
         if (row0 < p.m) {
           c[(static_cast<long long>(row0) * p.ldc + col) >> 1] = finish_pair<Q>(acc[mt][nt][0], acc[mt][nt][1], p, col);
         }
