@@ -14,9 +14,9 @@
 // as the swap-AB mma.sync path does, and the warpgroup issues WN/16 wgmma.m64nBMk16 (one per 16-channel
 // slice mt: rows 16w..16w+15 of wgmma mt come from warp w) with the A tile in shared memory as the B
 // operand (128-byte swizzle). The design follows Humming's Hopper path (weights as the register
-// operand, "swap AB"). The wgmmas of one slab run while
-// the warp dequantizes the next (one group in flight); because the last group of a stage may still
-// read its A tile, the loader refills a stage two iterations after it was read (STAGES - 2 ahead).
+// operand, "swap AB"). The wgmmas of one slab run while the warp dequantizes the next (one group in
+// flight); because the last group of a stage may still read its A tile, the loader refills a stage
+// two iterations after it was read (STAGES - 2 ahead).
 // The accumulators land in the swap-AB layout, so the reduction, split-K and epilogue are shared.
 //
 // Split-K (gridDim.z = splits > 1, for grids too small to fill the GPU): split s walks its own range
@@ -71,7 +71,8 @@ struct Gemm {
   static constexpr int kAhead = kWgmma ? Tl::STAGES - 2 : Tl::STAGES - 1;
   static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
   static constexpr int kReduceBytes = (kWarpsK - 1) * Tl::BM * Tl::BN * 4;
-  static constexpr int kAlignSlack = kWgmma ? 1024 : 0;  // to start the stages on a 1024-byte boundary
+  // wgmma: room to start the stages on a L::kStageAlign (1024-byte) boundary.
+  static constexpr int kAlignSlack = kWgmma ? L::kStageAlign : 0;
   static constexpr int kSmemBytes = (kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes) + kAlignSlack;
   static_assert(kThreads <= 1024, "too many threads per CTA");
 
@@ -79,6 +80,10 @@ struct Gemm {
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
   // the slab lies in the group row already in `in` (groups of 64 or more, not the warp's first slab),
   // whose scales and zero points are kept instead of loaded again.
+  // Index (in elements) of this lane's 8 channels in scale (or zero-point) row r of a stage.
+  __device__ __forceinline__ static int scale_index(int r, int unit_n, int lane) {
+    return r * Tl::BN + unit_n * 64 + (lane >> 2) * 8;
+  }
   struct SlabIn {
     u32 w[Q::kBits];
     u32 sw[4];
@@ -94,8 +99,7 @@ struct Gemm {
       in.zw[i] = 0;
     }
     if constexpr (Q::kGroup > 0) {
-      const int r = Q::kGroup < Tl::BK ? (kw * 64 + kk * 16) / Q::kGroup : 0;
-      const int idx = r * Tl::BN + unit_n * 64 + (lane >> 2) * 8;
+      const int idx = scale_index(Q::kGroup < Tl::BK ? (kw * 64 + kk * 16) / Q::kGroup : 0, unit_n, lane);
       if constexpr (!kScaleOnAcc) {
         const uint4 v = lds128(st + L::kSOffset + 2 * idx);
         in.sw[0] = v.x; in.sw[1] = v.y; in.sw[2] = v.z; in.sw[3] = v.w;
@@ -157,14 +161,14 @@ struct Gemm {
     const int it_end = static_cast<int>(static_cast<long long>(iters_total) * (split + 1) / p.splits);
     const int iters = it_end - it_begin;
     StageLoader<Q, Tl, kThreads> loader(p, m0, n0, it_begin * Tl::BK);
-    const u32 sbase = kWgmma ? (smem_addr(smem) + 1023u) & ~1023u : smem_addr(smem);
+    const u32 sbase = kWgmma ? (smem_addr(smem) + kAlignSlack - 1) & ~static_cast<u32>(kAlignSlack - 1) : smem_addr(smem);
 #pragma unroll
     for (int s = 0; s < kAhead; ++s) {
       if (s < iters) loader.load(sbase + s * L::kStageBytes, p);
       cp_async_commit();
     }
 
-    // Stage buffers read and written this iteration (it % STAGES and (it + STAGES - 1) % STAGES).
+    // Stage buffers read and written this iteration (it % STAGES and (it + kAhead) % STAGES).
     int read_stage = 0, write_stage = kAhead;
     for (int it = 0; it < iters; ++it) {
       cp_async_wait<kAhead - 1>();
@@ -257,8 +261,7 @@ struct Gemm {
       }
       if constexpr (kScaleOnAcc) {
         // This warp's 64-deep slice lies in one group (G >= 64): acc += scale(channel) * part.
-        const int r = Q::kGroup < Tl::BK ? (kw * 64) / Q::kGroup : 0;
-        const int idx = r * Tl::BN + unit_n * 64 + (lane >> 2) * 8;
+        const int idx = scale_index(Q::kGroup < Tl::BK ? (kw * 64) / Q::kGroup : 0, unit_n, lane);
         const uint4 v = lds128(st + L::kSOffset + 2 * idx);
         const u32 sv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll

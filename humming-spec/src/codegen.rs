@@ -126,9 +126,13 @@ pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
     }
 }
 
-/// Bytes of one pipeline stage (A tile, packed B, scale and zero-point rows). A `wgmma` tile rounds it
-/// up to 1024 bytes: the hardware's 128-byte swizzle of the A tile is a function of address bits 4-9, so
-/// every A tile starts on a 1024-byte boundary.
+/// Alignment of the stages of a `wgmma` tile, in bytes: the hardware's 128-byte swizzle of the A tile
+/// is a function of address bits 4-9, so every A tile starts on a 1024-byte boundary (the CUDA side's
+/// `StageLayout::kStageAlign`).
+pub const WGMMA_STAGE_ALIGN: u32 = 1024;
+
+/// Bytes of one pipeline stage (A tile, packed B, scale and zero-point rows); a `wgmma` tile rounds it
+/// up to [`WGMMA_STAGE_ALIGN`].
 pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let (bm, bn, bk) = (t.block_m as u32, t.block_n as u32, t.block_k as u32);
     let a = bm * bk * 2;
@@ -143,13 +147,13 @@ pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let bytes = a + b + s + z;
     match t.mma {
         Mma::Sync => bytes,
-        Mma::Wgmma => bytes.next_multiple_of(1024),
+        Mma::Wgmma => bytes.next_multiple_of(WGMMA_STAGE_ALIGN),
     }
 }
 
 /// Dynamic shared memory of one tile configuration, in bytes: the pipeline, or the buffer of the
-/// reduction across warps along K if larger; a `wgmma` tile adds 1024 bytes so that its stages can
-/// start on a 1024-byte boundary. The generated source asserts that the CUDA side computes the same
+/// reduction across warps along K if larger; a `wgmma` tile adds [`WGMMA_STAGE_ALIGN`] bytes so that its
+/// stages can start on that boundary. The generated source asserts that the CUDA side computes the same
 /// number.
 pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let (bm, bn) = (t.block_m as u32, t.block_n as u32);
@@ -158,7 +162,7 @@ pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let reduce = warps_k.saturating_sub(1) * bm * bn * 4;
     let align = match t.mma {
         Mma::Sync => 0,
-        Mma::Wgmma => 1024,
+        Mma::Wgmma => WGMMA_STAGE_ALIGN,
     };
     pipeline.max(reduce) + align
 }
