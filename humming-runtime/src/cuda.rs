@@ -654,17 +654,20 @@ fn workspace_size(t: &TileConfig, m: usize, n: usize, splits: usize) -> (usize, 
 /// Number of K splits for a launch on `sms` multiprocessors that each hold `ctas_per_sm` CTAs of the
 /// tile's kernel at once.
 ///
-/// A cost model in units of one CTA's `block_k` step: a multiprocessor runs its share of the CTAs,
-/// `ceil(tiles * s / sms)` of `ceil(steps / s)` steps each; one with fewer than 16 warps resident is
-/// latency-bound, so it is charged as if it held that many (or as many CTAs as fit, if fewer); each
-/// wave of CTAs (`tiles * s` over all resident slots) adds the filling of its pipeline (`stages`
-/// steps). A heuristic, checked against sweeps of fixed split counts on the H200 (W4A16, `examples/tune.rs
-/// --splits`, `perf/2026-11-30b_h200_tune.log`); [`Gemm::set_splits`] overrides it. The cheapest `s` wins (ties: fewer
-/// splits), within: at most 16, at least 4 steps per split (so each split's pipeline fills), and at
-/// most `K / 64 / M` (the f32 partials, 8 bytes per element of C per split, stay within a quarter of
-/// the weight traffic at 4 bits). [`Mma::Wgmma`] tiles (few CTAs of 128-256 channels, bound by
-/// latency, not by DRAM) take the most splits, within the first two limits, whose CTAs all fit one
-/// wave. 1 for empty or degenerate shapes.
+/// The most splits `s` whose CTAs (`tiles * s`) fit one wave of at most two resident CTAs per
+/// multiprocessor, within: at most 16; at least 4 `block_k` steps and 1024 of K per split (so each
+/// split's pipeline fills and its stream of weights is long enough to reach full DRAM bandwidth);
+/// for mma.sync tiles at most `K / 64 / M` (the f32 partials, 8 bytes per element of C per split, stay
+/// within a quarter of the weight traffic at 4 bits). 1 when even one split per tile fills the wave,
+/// and for empty or degenerate shapes.
+///
+/// A rule fitted to sweeps of fixed split counts on the H200 (W4A16 g128, `examples/tune.rs --splits`,
+/// `perf/2026-11-30d_h200_tune_splits.log`): it picks the fastest of the swept counts in all six
+/// mma.sync cases (M = 1 and 16 on three shapes) and, for wgmma tiles, 4 splits at 4096 x 4096, M = 128
+/// (30.3 us in the previous sweep, `perf/2026-11-30c_h200_tune.log`, against 38.7 us with 8). A second
+/// wave of CTAs, or a third resident CTA per multiprocessor, costs more than it gains (e.g. 28672 x 4096 at M = 16: 25.5 us with one split,
+/// 32.4 us with four; 8192 x 8192 at M = 16: 17.7 us with four, 18.8 us with six).
+/// [`Gemm::set_splits`] overrides it.
 pub fn choose_splits(
     t: &TileConfig,
     m: usize,
@@ -675,29 +678,18 @@ pub fn choose_splits(
 ) -> usize {
     let tiles = n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize);
     let steps = k.div_ceil(t.block_k.max(1) as usize);
-    let (sms, occ) = (sms.max(1), ctas_per_sm.max(1));
     if tiles == 0 || steps == 0 {
         return 1;
     }
-    if t.mma == Mma::Wgmma {
-        // Few, large CTAs: the most splits that still fit one wave of resident CTAs (the best of the
-        // fixed split counts swept on the H200 in 5 of 6 cases; 4096 x 4096 at M = 128 ran faster
-        // with 4 splits than with this rule's 8, `perf/2026-11-30c_h200_tune.log`).
-        let max_s = 16.min((steps / 4).max(1));
-        return (1..=max_s)
-            .rev()
-            .find(|&s| tiles * s <= sms * occ)
-            .unwrap_or(1);
+    let slots = sms.max(1) * ctas_per_sm.clamp(1, 2);
+    let mut max_s = 16.min(steps / 4).min(k / 1024);
+    if t.mma != Mma::Wgmma {
+        max_s = max_s.min(k / 64 / m.max(1));
     }
-    let max_s = 16.min((steps / 4).max(1)).min((k / 64 / m.max(1)).max(1));
-    let warps = (t.threads() as usize / 32).max(1);
-    let busy = occ.min(16usize.div_ceil(warps));
-    let cost = |s: usize| {
-        let ctas = tiles * s;
-        ctas.div_ceil(sms).max(busy) * steps.div_ceil(s)
-            + t.stages as usize * ctas.div_ceil(sms * occ)
-    };
-    (1..=max_s).min_by_key(|&s| (cost(s), s)).unwrap_or(1)
+    (1..=max_s.max(1))
+        .rev()
+        .find(|&s| tiles * s <= slots)
+        .unwrap_or(1)
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest

@@ -226,13 +226,12 @@ fn split_k_balances_the_multiprocessors() {
         stages: 4,
         mma: Mma::Sync,
     };
-    // 8192 x 8192 at M = 1: 64 tiles, 64 steps, 132 SMs x 3 CTAs: 6 splits (384 CTAs, 3 per SM, one
-    // wave, 11 steps each: cost 3 * 11 + 4 = 37); 8 splits would need a second wave (4 * 8 + 8 = 40).
-    assert_eq!(choose_splits(&t, 1, 8192, 8192, 132, 3), 6);
-    // 28672 x 4096 at M = 1, 5 CTAs per SM: 224 tiles, 32 steps. 2 splits leave SMs with 3 or 4 CTAs
-    // of 4 warps (charged as 4 * 16 + 4 = 68); 4 splits: 896 CTAs, 7 per SM of 8 steps, 2 waves (56 + 8).
-    assert_eq!(choose_splits(&t, 1, 28672, 4096, 132, 5), 4);
-    // A CTA of 8 warps (block K 256): 2 per SM keep it busy; 224 tiles of 16 steps need no split.
+    // 8192 x 8192 at M = 1: 64 tiles, 132 SMs x 2 (of 3) resident CTAs: 4 splits (256 CTAs); 5 would
+    // need a second wave.
+    assert_eq!(choose_splits(&t, 1, 8192, 8192, 132, 3), 4);
+    // 28672 x 4096: 224 tiles already fill one wave of 2 CTAs per SM.
+    assert_eq!(choose_splits(&t, 1, 28672, 4096, 132, 5), 1);
+    // A CTA of 8 warps (block K 256): the same slots.
     let wide = TileConfig {
         block_m: 8,
         warp_m: 8,
@@ -245,14 +244,17 @@ fn split_k_balances_the_multiprocessors() {
     // Enough tiles already: no split.
     assert_eq!(choose_splits(&t, 1, 65536, 4096, 132, 3), 1);
     assert_eq!(choose_splits(&t, 4096, 8192, 8192, 132, 3), 1);
-    // At least 4 BK steps per split, never more than 16.
+    // At least 4 BK steps and 1024 of K per split, never more than 16.
     assert_eq!(choose_splits(&t, 1, 64, 576, 132, 3), 1);
-    assert_eq!(choose_splits(&t, 1, 64, 1536, 132, 3), 3);
+    assert_eq!(choose_splits(&t, 1, 64, 1536, 132, 3), 1);
+    assert_eq!(choose_splits(&t, 1, 64, 3072, 132, 3), 3);
+    assert_eq!(choose_splits(&t, 1, 64, 4096, 132, 3), 4);
+    assert_eq!(choose_splits(&wide, 1, 64, 2048, 132, 3), 2); // 8 steps of 256
     assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 132, 3), 16);
     // The f32 partials stay within a quarter of the weight traffic: splits * M <= K / 64.
     assert_eq!(choose_splits(&t, 16, 4096, 4096, 132, 3), 4);
     assert_eq!(choose_splits(&t, 64, 8192, 4096, 132, 3), 1);
-    // wgmma tiles: the most splits whose CTAs fit one wave (132 SMs x 2 resident CTAs here).
+    // wgmma tiles: the same rule without the cap on partials (132 SMs x 2 resident CTAs here).
     let wg = TileConfig {
         block_m: 128,
         block_n: 128,
@@ -267,7 +269,9 @@ fn split_k_balances_the_multiprocessors() {
     assert_eq!(choose_splits(&wg, 256, 8192, 8192, 132, 2), 2); // 128 tiles x 2
     assert_eq!(choose_splits(&wg, 128, 4096, 14336, 132, 2), 8); // 32 tiles x 8
     assert_eq!(choose_splits(&wg, 128, 28672, 4096, 132, 2), 1); // 224 tiles: one wave already
-    assert_eq!(choose_splits(&wg, 128, 128, 512, 132, 2), 2); // at least 4 steps per split
+    assert_eq!(choose_splits(&wg, 128, 4096, 4096, 132, 2), 4); // 1024 of K per split
+    assert_eq!(choose_splits(&wg, 128, 128, 2048, 132, 2), 2);
+    assert_eq!(choose_splits(&wg, 128, 128, 512, 132, 2), 1);
     assert_eq!(choose_splits(&wg, 0, 0, 0, 0, 0), 1);
     // Degenerate inputs do not panic.
     assert_eq!(choose_splits(&t, 0, 0, 0, 0, 0), 1);
