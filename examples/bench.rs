@@ -252,6 +252,10 @@ struct Row {
     c_bytes: usize,
     floor_us: f64,
     ours: Stats,
+    /// Ours with programmatic dependent launch off (None where it is not available: before compute
+    /// capability 9.0). `ours` has it on, where available.
+    #[serde(default)]
+    ours_no_pdl: Option<Stats>,
     cublas: Option<Stats>,
     /// cuBLAS time / our time.
     speedup_vs_cublas: Option<f64>,
@@ -465,6 +469,8 @@ struct Env<'a> {
     stream: Arc<CudaStream>,
     blas: Option<CudaBlas>,
     bw_tbs: f64,
+    /// Compute capability as major * 10 + minor.
+    capability: u32,
 }
 
 /// Times `launch(i)` (rotating over `copies`) per launch: warm-up, then `--trials` timed replays of a
@@ -679,6 +685,19 @@ where
             gemm.run(&a[i], m, &weights[i], None, &mut c[i])?;
             Ok(())
         })?;
+        // The same launches without programmatic dependent launch (each kernel then starts only
+        // after the previous one has ended), where the GPU has it.
+        let ours_no_pdl = if env.capability >= 90 {
+            gemm.set_programmatic_launch(false);
+            let t = time_launches(env, copies, |i| {
+                gemm.run(&a[i], m, &weights[i], None, &mut c[i])?;
+                Ok(())
+            });
+            gemm.set_programmatic_launch(true);
+            Some(t?)
+        } else {
+            None
+        };
 
         let (cublas, rel_err_vs_cublas) = match &env.blas {
             Some(blas) => {
@@ -716,6 +735,7 @@ where
             floor_us,
             speedup_vs_cublas: cublas.as_ref().map(|s| s.median_us / ours.median_us),
             floor_pct: 100.0 * floor_us / ours.median_us,
+            ours_no_pdl,
             rel_err: finite(rel_err),
             checked_rows: checked,
             tolerance: tol,
@@ -735,12 +755,13 @@ where
 
 fn table_header() -> String {
     format!(
-        "{:<11} {:>13} {:>5} {:>9} {:>7} {:>10} {:>8} {:>9} {:>8} {:>9} {:>5}",
+        "{:<11} {:>13} {:>5} {:>9} {:>7} {:>9} {:>10} {:>8} {:>9} {:>8} {:>9} {:>5}",
         "kernel",
         "N x K",
         "M",
         "ours us",
         "spread",
+        "no-PDL us",
         "cuBLAS us",
         "speedup",
         "floor us",
@@ -756,12 +777,13 @@ fn table_line(r: &Row) -> String {
         None => format!("{:>w$}", "-"),
     };
     format!(
-        "{:<11} {:>13} {:>5} {:>9.2} {:>6.1}% {} {} {:>9.2} {:>7.1}% {:>9} {:>5}",
+        "{:<11} {:>13} {:>5} {:>9.2} {:>6.1}% {} {} {} {:>9.2} {:>7.1}% {:>9} {:>5}",
         r.kernel,
         format!("{}x{}", r.n, r.k),
         r.m,
         r.ours.median_us,
         r.ours.spread_pct,
+        opt(r.ours_no_pdl.as_ref().map(|s| s.median_us), 9, 2),
         opt(r.cublas.as_ref().map(|s| s.median_us), 10, 2),
         match r.speedup_vs_cublas {
             Some(s) => format!("{s:>7.2}x"),
@@ -961,6 +983,8 @@ struct MergedRow {
     m: usize,
     floor_us: f64,
     ours_us: f64,
+    /// Ours with programmatic dependent launch off.
+    ours_no_pdl_us: Option<f64>,
     cublas_us: Option<f64>,
     humming_us: Option<f64>,
     torch_cublas_us: Option<f64>,
@@ -1007,6 +1031,7 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
                 m: r.m,
                 floor_us: r.floor_us,
                 ours_us: r.ours.median_us,
+                ours_no_pdl_us: r.ours_no_pdl.as_ref().map(|s| s.median_us),
                 cublas_us: r.cublas.as_ref().map(|s| s.median_us),
                 humming_us,
                 torch_cublas_us: p.and_then(|p| num(p, "cublas_us")),
@@ -1039,7 +1064,10 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
          the L2 cache, in microseconds. floor = (packed weights + scales + A + C bytes) / our copy \
          bandwidth. cuBLAS is ours (cudarc, cublasGemmEx fp16); \"cuBLAS (torch)\" is the reference \
          run's torch.matmul. Our W4A16 is `b: i4` (symmetric), the same format as humming-kernels' \
-         \"uint4\" (q - 8).\n",
+         \"uint4\" (q - 8). \"ours\" launches with programmatic dependent launch (PDL, the default on \
+         compute capability 9.0+: a kernel streams its first weights while the one before it ends); \
+         \"ours, no PDL\" is the same kernel launched like cuBLAS and humming-kernels are, each launch \
+         starting after the previous one has ended.\n",
         report.device.name,
         report.device.capability,
         report.copy_bw_tbs,
@@ -1048,18 +1076,18 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
     let multi = kernels.len() > 1;
     writeln!(
         md,
-        "| {}N x K | M | floor | ours | cuBLAS | humming-kernels | ours / humming | ours / floor | cuBLAS (torch) |",
+        "| {}N x K | M | floor | ours | ours, no PDL | cuBLAS | humming-kernels | ours / humming | ours / floor | cuBLAS (torch) |",
         if multi { "kernel | " } else { "" }
     )?;
     writeln!(
         md,
-        "|{}---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|{}---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         if multi { "---|" } else { "" }
     )?;
     for r in &merged {
         writeln!(
             md,
-            "| {}{} x {} | {} | {:.1} | {:.1}{} | {} | {} | {} | {:.2} | {} |",
+            "| {}{} x {} | {} | {:.1} | {:.1}{} | {} | {} | {} | {} | {:.2} | {} |",
             if multi {
                 format!("{} | ", r.kernel)
             } else {
@@ -1071,6 +1099,7 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
             r.floor_us,
             r.ours_us,
             if r.ok { "" } else { " (WRONG)" },
+            f(r.ours_no_pdl_us, 1),
             f(r.cublas_us, 1),
             f(r.humming_us, 1),
             f(r.ours_over_humming, 2),
@@ -1092,6 +1121,20 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
                 "\n{kname}: geometric mean of ours / humming-kernels = {geo:.3} over {} cases; ours faster in {wins}.",
                 ratios.len()
             )?;
+            let plain: Vec<f64> = merged
+                .iter()
+                .filter(|r| r.kernel == *kname)
+                .filter_map(|r| Some(r.ours_no_pdl_us? / r.humming_us?))
+                .collect();
+            if !plain.is_empty() {
+                let geo = (plain.iter().map(|r| r.ln()).sum::<f64>() / plain.len() as f64).exp();
+                let wins = plain.iter().filter(|&&r| r < 1.0).count();
+                writeln!(
+                    md,
+                    "{kname}, without PDL: geometric mean of ours / humming-kernels = {geo:.3} over {} cases; ours faster in {wins}.",
+                    plain.len()
+                )?;
+            }
         }
     }
     let unmatched = merged.iter().filter(|r| r.humming_us.is_none()).count();
@@ -1286,6 +1329,7 @@ fn run(args: &Args) -> Res<ExitCode> {
         stream: stream.clone(),
         blas,
         bw_tbs,
+        capability: (major * 10 + minor) as u32,
     };
     let mut report = Report {
         tool: "humming examples/bench.rs".into(),

@@ -115,6 +115,72 @@ __device__ __forceinline__ u32 lds32(u32 a) {
   return v;
 }
 
+// Hopper (sm_90+) bulk copies: one thread moves a contiguous run of bytes global -> shared with
+// cp.async.bulk (the TMA unit, no tensor map) and the copy signals an mbarrier when its bytes have
+// landed (PTX ISA 8.0, "cp.async.bulk" and "mbarrier"). Addresses and sizes are multiples of 16 bytes.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define HUMMING_HAS_BULK 1
+#else
+#define HUMMING_HAS_BULK 0
+#endif
+
+// Programmatic dependent launch (sm_90+, PTX "griddepcontrol"; host side: the launch attribute
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION). launch_dependents lets the next kernel of the
+// stream, if launched with that attribute, start before this one ends; wait blocks until the previous
+// kernel of the stream has completed and its memory operations are visible. Without the attribute
+// both are no-ops. Everything a kernel reads before its wait must not be written by the kernel before
+// it (here: only the packed weights, scales and zero points, which no kernel writes).
+__device__ __forceinline__ void grid_dependency_wait() {
+#if HUMMING_HAS_BULK
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_launch_dependents() {
+#if HUMMING_HAS_BULK
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Initialises the mbarrier at shared-space address `bar` for `count` arrivals per phase; then
+// mbar_fence_init() and a CTA barrier before any other thread or the TMA unit uses it.
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+#if HUMMING_HAS_BULK
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_fence_init() {
+#if HUMMING_HAS_BULK
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// One arrival that also expects `bytes` of bulk copies to complete before the phase ends.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+#if HUMMING_HAS_BULK
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+// Waits until the phase of parity `parity` of the mbarrier at `bar` has completed.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+#if HUMMING_HAS_BULK
+  u32 done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+// Copies `bytes` from global `src` to shared `dst`; completion is counted on the mbarrier `bar`.
+__device__ __forceinline__ void bulk_copy_g2s(u32 dst, const void* src, u32 bytes, u32 bar) {
+#if HUMMING_HAS_BULK
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>

@@ -233,6 +233,53 @@ struct Codes {
   }
 };
 
+// Offset folding, for swap-AB tiles whose scale goes on the f32 accumulators and that have no zero
+// point. A pair read in place at residual 0 (x = kOffset + c) is left as x, skipping the subtraction of
+// kOffset + code bias (one f16x2/bf16x2 op per pair). When the pairs of register r = 1 of every n8 tile
+// (k 8..15 of the slab) are all read at one residual R > 0 and the others at 0 (4-bit codes under f16:
+// x = 1024 + 16c), those are left as x too, and the activations they meet (the mma's second B register,
+// shared by all channel tiles) are multiplied by 2^-R instead: one op per slab and n8 tile of rows
+// instead of one per pair. The mma then sums x * a, and the missing terms, equal for every channel,
+// come from one extra mma per k16 slab and n8 tile of rows whose A operand is the constant fragment
+// frag(): its result starts the accumulation of the stage. The products are exact (x and the constants
+// are integers below 2^11; a * 2^-R is exact unless it falls below the smallest normal f16, 2^-14, where
+// it rounds by at most 2^-25 and that rounded value is used consistently by both mmas, so the error of
+// a term is below |c - bias| * 2^-25 * scale); the f32 sum cancels ~log2(kOffset) bits, far below the
+// output's rounding. kOk: the folded slots are the same in every m16 tile (4- and 8-bit codes, codes of
+// several bit-planes; not 1 or 2 bits, whose in-place slots vary from tile to tile).
+template <class Q>
+struct OffsetFold {
+  using T = typename Q::T;
+  using D = Codes<T, Q::kBits>;
+  static constexpr float kCodeBias = Q::kSigned ? static_cast<float>(1 << (Q::kBits - 1)) : 0.0f;
+  __host__ __device__ static constexpr int hi_residual() {
+    const int r = D::residual(1);
+    for (int q = 0; q < 16; ++q) {
+      if (D::residual(q) != ((q & 1) != 0 ? r : 0)) return 0;
+    }
+    return r;
+  }
+  // R above (0: no scaling of the activations).
+  static constexpr int kHiRes = hi_residual();
+  __host__ __device__ static constexpr bool folded(int q) { return kHiRes > 0 || D::residual(q) == 0; }
+  __host__ __device__ static constexpr bool uniform() {
+    for (int q = 0; q < 16; ++q) {
+      if (folded(q) != folded(q % 4)) return false;
+    }
+    return true;
+  }
+  static constexpr bool kOk = uniform() && Q::kZp == ZeroPointKind::kNone;
+  // The activations of register 1 are scaled by this pair (2^-R).
+  static constexpr u32 kHiScale = exact_pair<T>(1.0f / static_cast<float>(1 << kHiRes));
+  // Register i (0..3) of an m16 tile's A fragment holds pair q = 2 (i & 1) + i / 2 (see dequant_pairs):
+  // -(kOffset + bias), or -(kOffset + 2^R bias) against activations scaled by 2^-R, or 0 (not folded).
+  __host__ __device__ static constexpr u32 frag(int i) {
+    return !folded(2 * (i & 1) + i / 2) ? 0u
+           : (kHiRes > 0 && i >= 2)     ? exact_pair<T>(-(D::kOffset + kCodeBias * static_cast<float>(1 << kHiRes)))
+                                        : exact_pair<T>(-(D::kOffset + kCodeBias));
+  }
+};
+
 // Pair q (and, recursively, the pairs after it) of one k16 slab: frag[q / 2][q % 2] = dequantized pair
 // q = 2 nt + r (layout above), with sw[nt / 2] / zw[nt / 2] holding the scales / zero points of this
 // lane's channels (two per word).
@@ -241,7 +288,8 @@ struct Codes {
 // q is a template argument so that the slot, shift and constants of each pair are compile-time values.
 // kMulScale false leaves the scale out (the caller applies it to the f32 accumulators). Pairs q <
 // kPairs are dequantized (8: the first half of the slab, channels nt*8 + lane/4 for nt < 4).
-template <class Q, bool kMulScale, bool kAOrder, int q, int kPairs = 16>
+// kFold (OffsetFold, scale not applied here, no zero point): pairs read at residual 0 stay kOffset + c.
+template <class Q, bool kMulScale, bool kAOrder, int q, int kPairs = 16, bool kFold = false>
 __device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
                                               u32 (&frag)[16]) {
   using T = typename Q::T;
@@ -256,6 +304,9 @@ __device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u3
   u32 v;
   if constexpr (Q::kZp == ZeroPointKind::kFloatOffset) {
     v = H::fma(H::fma(x, kP, exact_pair<T>(-off)), broadcast_half(sw[nt >> 1], nt & 1), broadcast_half(zw[nt >> 1], nt & 1));
+  } else if constexpr (kFold && OffsetFold<Q>::folded(q)) {
+    static_assert(!kMulScale && Q::kZp == ZeroPointKind::kNone, "offset folding needs the scale on the accumulators");
+    v = x;
   } else {
     u32 nb;
     if constexpr (Q::kZp == ZeroPointKind::kInteger) {
@@ -270,16 +321,16 @@ __device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u3
   // as rows): m16 tile mt = nt / 2 holds {(2mt, 0), (2mt+1, 0), (2mt, 1), (2mt+1, 1)} at 4 mt + 0..3.
   constexpr int slot = kAOrder ? (nt / 2) * 4 + (nt & 1) + 2 * (q & 1) : q;
   frag[slot] = v;
-  if constexpr (q + 1 < kPairs) dequant_pairs<Q, kMulScale, kAOrder, q + 1, kPairs>(w, sw, zw, frag);
+  if constexpr (q + 1 < kPairs) dequant_pairs<Q, kMulScale, kAOrder, q + 1, kPairs, kFold>(w, sw, zw, frag);
 }
 
 // The weight fragments of one k16 slab (see dequant_pairs), in B order or (kAOrder) A order, each
 // mma operand in consecutive registers; the scale is applied when Q::kScaleOnB and kMulScale.
 // kPairs = 8: only the first half of the slab (frag[0..7]); see half_slab.
-template <class Q, bool kMulScale, bool kAOrder, int kPairs = 16>
+template <class Q, bool kMulScale, bool kAOrder, int kPairs = 16, bool kFold = false>
 __device__ __forceinline__ void dequant_slab(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
                                              u32 (&frag)[16]) {
-  dequant_pairs<Q, Q::kScaleOnB && kMulScale, kAOrder, 0, kPairs>(w, sw, zw, frag);
+  dequant_pairs<Q, Q::kScaleOnB && kMulScale, kAOrder, 0, kPairs, kFold>(w, sw, zw, frag);
 }
 
 // Moves the second half of a slab (pairs 8..15: channels nt*8 + lane/4 for nt = 4..7, the 32

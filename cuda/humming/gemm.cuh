@@ -58,6 +58,9 @@ struct Gemm {
   static constexpr int kAccN = kSwapAB ? kMt * kTokTiles : 8;
   static constexpr bool kScaleOnAcc =
       kSwapAB && !kWgmma && Q::kScaleOnB && Q::kGroup >= 64 && Q::kZp != ZeroPointKind::kFloatOffset;
+  // Offset folding (dequant.cuh, OffsetFold): half of the 4-bit pairs (all 8-bit ones) skip their
+  // subtraction; one extra mma per slab and n8 tile of rows supplies the missing term.
+  static constexpr bool kFold = kScaleOnAcc && OffsetFold<Q>::kOk;
 
   // Swapped accumulators acc[0][i][j] (i = tt * kMt + mt): row (of A and C) 8 tt + 2 (lane % 4) + j % 2
   // of the warp tile, channel (2 mt + j / 2) * 8 + lane / 4 of the warp's WN.
@@ -83,6 +86,17 @@ struct Gemm {
   // Index (in elements) of this lane's 8 channels in scale (or zero-point) row r of a stage.
   __device__ __forceinline__ static int scale_index(int r, int unit_n, int lane) {
     return r * Tl::BN + unit_n * 64 + (lane >> 2) * 8;
+  }
+  // Swap AB (mma.sync): the B operands of slab kk, a[2 t] / a[2 t + 1] = k 0..7 / 8..15 of rows
+  // 8t..8t+7 of the warp tile (lanes 8i..8i+7 address matrix i), so each mma's B operand is a pair.
+  __device__ __forceinline__ static void load_a_swapped(u32 (&a)[2 * kTokTiles], u32 a_tile, int kk, int wm, int lane) {
+    const int row = wm * Tl::WM + ((lane >> 4) << 3) * (kTokTiles - 1) + (lane & 7);
+    const int chunk = kk * 2 + ((lane >> 3) & 1);
+    if constexpr (kTokTiles == 1) {
+      ldmatrix_x2(*reinterpret_cast<u32(*)[2]>(a), a_tile + a_swizzle(row, chunk));
+    } else {
+      ldmatrix_x4(*reinterpret_cast<u32(*)[4]>(a), a_tile + a_swizzle(row, chunk));
+    }
   }
   struct SlabIn {
     u32 w[Q::kBits];
@@ -160,27 +174,59 @@ struct Gemm {
     const int it_begin = static_cast<int>(static_cast<long long>(iters_total) * split / p.splits);
     const int it_end = static_cast<int>(static_cast<long long>(iters_total) * (split + 1) / p.splits);
     const int iters = it_end - it_begin;
-    StageLoader<Q, Tl, kThreads> loader(p, m0, n0, it_begin * Tl::BK);
+    using Loader = StageLoader<Q, Tl, kThreads>;
+    Loader loader(p, m0, n0, it_begin * Tl::BK);
     const u32 sbase = kWgmma ? (smem_addr(smem) + kAlignSlack - 1) & ~static_cast<u32>(kAlignSlack - 1) : smem_addr(smem);
+    // Loader::kBulk (sm_90+): one mbarrier per stage, completed by the stage's kCopies bulk copies; the n-th
+    // use of a stage completes its barrier's phase n, waited on with parity n % 2 (`phase`).
+    __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
+    static_assert(Tl::STAGES * 8 + 4 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
+    const u32 bars = smem_addr(stage_bars);
+    if constexpr (Loader::kBulk) {
+      if (threadIdx.x == 0) {
 #pragma unroll
-    for (int s = 0; s < kAhead; ++s) {
-      if (s < iters) loader.load(sbase + s * L::kStageBytes, p);
-      cp_async_commit();
+        for (int s = 0; s < Tl::STAGES; ++s) mbar_init(bars + 8 * s, Loader::kCopies);
+        mbar_fence_init();
+      }
+      __syncthreads();
+    }
+    if constexpr (Loader::kBulk) {
+      // The first stages' weights are on their way before this kernel waits for the previous one
+      // (programmatic dependent launch, common.cuh); A, C and the split-K workspace only after.
+#pragma unroll
+      for (int s = 0; s < kAhead; ++s) {
+        if (s < iters) loader.load_weights(sbase + s * L::kStageBytes, bars + 8 * s, p);
+      }
+      grid_dependency_wait();
+#pragma unroll
+      for (int s = 0; s < kAhead; ++s) {
+        if (s < iters) loader.load_a(sbase + s * L::kStageBytes, p);
+        cp_async_commit();
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < kAhead; ++s) {
+        if (s < iters) loader.load(sbase + s * L::kStageBytes, bars + 8 * s, p);
+        cp_async_commit();
+      }
     }
 
     // Stage buffers read and written this iteration (it % STAGES and (it + kAhead) % STAGES).
     int read_stage = 0, write_stage = kAhead;
+    u32 phase = 0;
     for (int it = 0; it < iters; ++it) {
       cp_async_wait<kAhead - 1>();
+      if constexpr (Loader::kBulk) mbar_wait(bars + 8 * read_stage, phase);
       if constexpr (kWgmma) fence_proxy_async_shared();  // this thread's copies, visible to wgmma
       __syncthreads();
       const int next = it + kAhead;
       if (next < iters) {
-        loader.load(sbase + write_stage * L::kStageBytes, p);
+        loader.load(sbase + write_stage * L::kStageBytes, bars + 8 * write_stage, p);
       }
       cp_async_commit();
 
       const u32 st = sbase + read_stage * L::kStageBytes;
+      if (read_stage == Tl::STAGES - 1) phase ^= 1u;
       read_stage = read_stage == Tl::STAGES - 1 ? 0 : read_stage + 1;
       write_stage = write_stage == Tl::STAGES - 1 ? 0 : write_stage + 1;
       const int k0 = (it_begin + it) * Tl::BK;
@@ -189,6 +235,29 @@ struct Gemm {
       const u32 unit = st + L::kBOffset + (kw * L::kWarpsN + unit_n) * L::kUnitBytes;
       const u32 a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
       float part[kScaleOnAcc ? kAccN : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
+      // kFold: the A operands of the stage's four slabs up front, and the folded offsets' term of each
+      // n8 tile of rows (equal for every channel), which starts each channel tile's sum.
+      u32 a_stage[kFold ? 4 : 1][2 * kTokTiles];
+      float fold_sum[kFold ? kTokTiles : 1][4];
+      if constexpr (kFold) {
+        constexpr u32 nf[4] = {OffsetFold<Q>::frag(0), OffsetFold<Q>::frag(1), OffsetFold<Q>::frag(2), OffsetFold<Q>::frag(3)};
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          load_a_swapped(a_stage[kk], a_tile, kk, wm, lane);
+          if constexpr (OffsetFold<Q>::kHiRes > 0) {
+#pragma unroll
+            for (int tt = 0; tt < kTokTiles; ++tt) {
+              a_stage[kk][2 * tt + 1] = Half2<T>::mul(a_stage[kk][2 * tt + 1], OffsetFold<Q>::kHiScale);
+            }
+          }
+        }
+#pragma unroll
+        for (int tt = 0; tt < kTokTiles; ++tt) {
+          mma_16816_zero<T>(fold_sum[tt], nf, a_stage[0][2 * tt], a_stage[0][2 * tt + 1]);
+#pragma unroll
+          for (int kk = 1; kk < 4; ++kk) mma_16816<T>(fold_sum[tt], nf, a_stage[kk][2 * tt], a_stage[kk][2 * tt + 1]);
+        }
+      }
       // wgmma: the shared loads of slab kk + 1 are issued before slab kk is dequantized, so that their
       // latency hides behind that work (the loads are volatile asm: the compiler keeps their order).
       SlabIn ahead;
@@ -207,7 +276,7 @@ struct Gemm {
         u32(&zw)[4] = in.zw;
         if constexpr (kHalves == 2) half_slab<Q::kBits>(w, sw, zw, second_half);
         u32 frag[16];
-        dequant_slab<Q, !kScaleOnAcc, kSwapAB, 16 / kHalves>(w, sw, zw, frag);
+        dequant_slab<Q, !kScaleOnAcc, kSwapAB, 16 / kHalves, kFold>(w, sw, zw, frag);
         if constexpr (kWgmma) {
           // Rows 16w..16w+15 of wgmma mt are channels w * WN + mt * 16 + 0..15 (w = wn). B: the k16 slab
           // kk of this warpgroup's A tile, 32 bytes further per slab inside the swizzled 128-byte rows.
@@ -220,15 +289,12 @@ struct Gemm {
           wgmma_commit();
           wgmma_wait<1>();  // the previous slab's group is done: its registers may be reused
         } else if constexpr (kSwapAB) {
-          // a[2 t] / a[2 t + 1] = k 0..7 / 8..15 of rows 8t..8t+7 of the warp tile (lanes 8i..8i+7 address
-          // matrix i), so each mma's B operand is a register pair.
-          const int row = wm * Tl::WM + ((lane >> 4) << 3) * (kTokTiles - 1) + (lane & 7);
-          const int chunk = kk * 2 + ((lane >> 3) & 1);
           u32 a[2 * kTokTiles];
-          if constexpr (kTokTiles == 1) {
-            ldmatrix_x2(*reinterpret_cast<u32(*)[2]>(a), a_tile + a_swizzle(row, chunk));
+          if constexpr (kFold) {
+#pragma unroll
+            for (int i = 0; i < 2 * kTokTiles; ++i) a[i] = a_stage[kk][i];
           } else {
-            ldmatrix_x4(*reinterpret_cast<u32(*)[4]>(a), a_tile + a_swizzle(row, chunk));
+            load_a_swapped(a, a_tile, kk, wm, lane);
           }
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt) {
@@ -237,7 +303,9 @@ struct Gemm {
 #pragma unroll
             for (int tt = 0; tt < kTokTiles; ++tt) {
               if constexpr (kScaleOnAcc) {
-                if (kk == 0) {
+                if (kFold && kk == 0) {
+                  mma_16816_c<T>(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1], fold_sum[kFold ? tt : 0]);
+                } else if (kk == 0) {
                   mma_16816_zero<T>(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1]);
                 } else {
                   mma_16816<T>(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1]);
@@ -282,6 +350,10 @@ struct Gemm {
     }
     cp_async_wait<0>();
     if constexpr (kWgmma) wgmma_wait<0>();
+    // The next kernel may start (and stream its first weights) once every CTA here is past its main
+    // loop: triggered earlier, its CTAs took free slots and DRAM bandwidth from this kernel's (M = 16 on
+    // the H200: 19.1 -> 21.3 us at 8192 x 8192).
+    grid_launch_dependents();
 
     // Reduce the warps along K through shared memory (the pipeline buffers are free now).
     if constexpr (kWarpsK > 1) {

@@ -41,7 +41,15 @@ struct StageLayout {
   static_assert(kABytes % 16 == 0 && kBBytes % 16 == 0 && kSBytes % 16 == 0, "stage parts must stay 16-byte aligned");
 };
 
-// Copies one pipeline stage per call, stage after stage along K. The per-thread part of every address
+// Copies one pipeline stage per call, stage after stage along K.
+//
+// On sm_90 and newer (kBulk) the packed B units and the scale / zero-point rows of a stage are
+// contiguous runs in global memory (one run of BN/64 units per 64 of K, one run of BN values per group
+// row), so thread 0 moves them with a handful of bulk copies (cp.async.bulk, the TMA unit) that signal
+// the stage's mbarrier, instead of every thread issuing 16-byte cp.async copies: the per-thread copy
+// code and the B source pointers leave the main loop. Units and rows outside the problem are not
+// copied at all (the warps that would read them skip, or their channels are never stored); the A tile
+// still goes through cp.async, which zero-fills rows past M and the swizzle of ldmatrix. The per-thread part of every address
 // (row, chunk, smem slot) and the M/N bounds are computed once by the constructor; the source pointers
 // are carried from stage to stage, so the copy code in the main loop is one 64-bit add and one cp.async
 // per 16-byte chunk, plus K bounds checks in the last stage only. Sources of chunks outside the problem
@@ -62,16 +70,30 @@ struct StageLoader {
   // Scale rows a stage moves on by: BK / G, or one row every G / BK stages for groups longer than BK.
   static constexpr int kGroupOrOne = Q::kGroup > 0 ? Q::kGroup : 1;
   static constexpr int kRowStep = Q::kGroup > 0 && Q::kGroup < Tl::BK ? Tl::BK / kGroupOrOne : 1;
+#if HUMMING_HAS_BULK
+  static constexpr bool kBulk = true;
+#else
+  static constexpr bool kBulk = false;
+#endif
+  static constexpr int kWarps = kThreads / 32;
+  // Bulk copies per stage: one per 64-deep row of B units and one per scale (and zero-point) row.
+  static constexpr int kCopies = L::kWarpsK + L::kScaleRows * (L::kZBytes > 0 ? 2 : 1);
+  // Bulk copies: B bytes of one 64-deep row of the tile's units, its source, the bytes between rows.
+  u32 bulk_units;        // units of this tile inside N
+  const char* bulk_b;    // global address of the next stage's first row of units
+  long long bulk_row;    // bytes between rows of units (N / 64 units)
+  int bulk_n0;           // first channel of the tile
 
-  int k0;  // K index of the next stage
+  int k0;  // K index of the next stage's weights
+  int ka;  // K index of the next stage's A tile (load_a and load_weights move on separately)
   u32 a_ok, b_ok, s_ok;  // bit j: chunk j lies inside M (A) or N (B, scales)
   const u16* a_src[kAPer];
-  const char* b_src[kBPer];
+  const char* b_src[kBPer];  // (not used with kBulk)
   long long b_stage_bytes;  // B bytes of one stage along K: BK / 64 rows of N / 64 units
-  long long s_off[kSPer];   // element offset of the scale chunk in the next stage's rows
+  long long s_off[kSPer];   // (not used with kBulk) element offset of the scale chunk in the next stage's rows
 
   __device__ __forceinline__ StageLoader(const GemmParams& p, int m0, int n0, int k_begin)
-      : k0(k_begin), a_ok(0), b_ok(0), s_ok(0) {
+      : k0(k_begin), ka(k_begin), a_ok(0), b_ok(0), s_ok(0) {
     const int tid = threadIdx.x;
 #pragma unroll
     for (int j = 0; j < kAPer; ++j) {
@@ -84,6 +106,11 @@ struct StageLoader {
     const int units_n = p.n / 64;
     const long long row_bytes = static_cast<long long>(units_n) * L::kUnitBytes;
     b_stage_bytes = row_bytes * (Tl::BK / 64);
+    bulk_units = static_cast<u32>(min(L::kWarpsN, units_n - n0 / 64));
+    bulk_b = static_cast<const char*>(p.b) + (k0 / 64) * row_bytes + static_cast<long long>(n0 / 64) * L::kUnitBytes;
+    bulk_row = row_bytes;
+    bulk_n0 = n0;
+    if constexpr (kBulk) return;
 #pragma unroll
     for (int j = 0; j < kBPer; ++j) {
       const int i = tid + j * kThreads;
@@ -105,19 +132,45 @@ struct StageLoader {
   }
 
   // Issues the copies of the next stage into `stage` and moves on to the stage after it.
-  // `stage` is the shared-space address of the stage buffer.
-  __device__ __forceinline__ void load(u32 stage, const GemmParams& p) {
+  // `stage` is the shared-space address of the stage buffer; `bar` that of its mbarrier (kBulk: thread
+  // 0 arms it with the stage's byte count, the bulk copies complete it).
+  __device__ __forceinline__ void load(u32 stage, u32 bar, const GemmParams& p) {
+    load_a(stage, p);
+    load_weights(stage, bar, p);
+  }
+
+  // The A tile of the next stage (cp.async, zero-filled past M and K).
+  __device__ __forceinline__ void load_a(u32 stage, const GemmParams& p) {
     const int tid = threadIdx.x;
-    const bool full = k0 + Tl::BK <= p.k;  // uniform: no K bounds checks but in the last stage
+    const bool full = ka + Tl::BK <= p.k;  // uniform: no K bounds checks but in the last stage
 #pragma unroll
     for (int j = 0; j < kAPer; ++j) {
       const int i = tid + j * kThreads;
       if (kAChunks % kThreads != 0 && i >= kAChunks) break;
       const int row = i / kAChunksPerRow, c = i % kAChunksPerRow;
       const int kw = c / 8, ch = c % 8;
-      const bool pred = (a_ok >> j & 1u) && (full || k0 + c * 8 < p.k);
+      const bool pred = (a_ok >> j & 1u) && (full || ka + c * 8 < p.k);
       cp_async16(stage + L::kAOffset + kw * (Tl::BM * 128) + a_swizzle(row, ch), a_src[j], pred);
       a_src[j] += Tl::BK;
+    }
+    ka += Tl::BK;
+  }
+
+  // The B units and scale / zero-point rows of the next stage.
+  __device__ __forceinline__ void load_weights(u32 stage, u32 bar, const GemmParams& p) {
+    const int tid = threadIdx.x;
+    const bool full = k0 + Tl::BK <= p.k;
+    if constexpr (kBulk) {
+      // Copy j is issued by lane 0 of warp j % warps (a few copies per warp, spread over the schedulers).
+      if ((tid & 31) == 0) {
+#pragma unroll
+        for (int j0 = 0; j0 < kCopies; j0 += kWarps) {
+          if (j0 + (tid >> 5) < kCopies) load_bulk(stage, bar, p, j0 + (tid >> 5));
+        }
+      }
+      bulk_b += b_stage_bytes;
+      k0 += Tl::BK;
+      return;
     }
 #pragma unroll
     for (int j = 0; j < kBPer; ++j) {
@@ -145,6 +198,29 @@ struct StageLoader {
       }
     }
     k0 += Tl::BK;
+  }
+
+  // kBulk: copy j of the stage at k0: row j of B units (j < BK / 64), else a scale row (or, with zero
+  // points, alternately a scale and a zero-point row). Each copy arrives on `bar` once, expecting its
+  // bytes (none for a row outside K), so the barrier counts kCopies arrivals per phase.
+  __device__ __forceinline__ void load_bulk(u32 stage, u32 bar, const GemmParams& p, int j) const {
+    if (j < L::kWarpsK) {
+      const u32 bytes = k0 + j * 64 < p.k ? bulk_units * L::kUnitBytes : 0u;
+      mbar_arrive_expect_tx(bar, bytes);
+      if (bytes != 0) bulk_copy_g2s(stage + L::kBOffset + j * L::kWarpsN * L::kUnitBytes, bulk_b + j * bulk_row, bytes, bar);
+    } else if constexpr (L::kScaleRows > 0) {
+      constexpr int kPer = L::kZBytes > 0 ? 2 : 1;  // copies per group row
+      const int q = j - L::kWarpsK;
+      const int r = q / kPer;
+      const bool zp = kPer == 2 && (q & 1) != 0;
+      const int row = k0 / kGroupOrOne + r;
+      const u32 bytes = row < (p.k + kGroupOrOne - 1) / kGroupOrOne ? bulk_units * 128 : 0u;
+      mbar_arrive_expect_tx(bar, bytes);
+      if (bytes != 0) {
+        const u16* src = static_cast<const u16*>(zp ? p.zeros : p.scales) + static_cast<long long>(row) * p.n + bulk_n0;
+        bulk_copy_g2s(stage + (zp ? L::kZOffset : L::kSOffset) + r * Tl::BN * 2, src, bytes, bar);
+      }
+    }
   }
 };
 

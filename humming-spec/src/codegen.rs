@@ -131,6 +131,14 @@ pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
 /// `StageLayout::kStageAlign`).
 pub const WGMMA_STAGE_ALIGN: u32 = 1024;
 
+/// Static shared memory of every kernel, in bytes, on top of [`smem_bytes`]: the split-K flag and one
+/// 8-byte mbarrier per stage (ptxas reports 128 bytes). A CTA's static plus dynamic shared memory must
+/// stay within the GPU's per-block limit (227 KiB on the H100/H200).
+pub const STATIC_SMEM_BYTES: u32 = 128;
+
+/// Most dynamic shared memory a tile may need: 227 KiB less [`STATIC_SMEM_BYTES`].
+pub const MAX_TILE_SMEM_BYTES: u32 = 227 * 1024 - STATIC_SMEM_BYTES;
+
 /// Bytes of one pipeline stage (A tile, packed B, scale and zero-point rows); a `wgmma` tile rounds it
 /// up to [`WGMMA_STAGE_ALIGN`].
 pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {

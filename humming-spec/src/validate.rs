@@ -1209,10 +1209,14 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
     } else {
         0
     };
-    if smem > 227 * 1024 {
+    if smem > crate::codegen::MAX_TILE_SMEM_BYTES {
         errs.push(
             span.tile,
-            format!("this tile needs {smem} bytes of shared memory; at most 232448 (227 KiB)"),
+            format!(
+                "this tile needs {smem} bytes of shared memory; at most {} (227 KiB less {} of static shared memory)",
+                crate::codegen::MAX_TILE_SMEM_BYTES,
+                crate::codegen::STATIC_SMEM_BYTES
+            ),
         );
     }
 }
@@ -1304,10 +1308,14 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             );
         }
         let smem = crate::codegen::smem_bytes(spec, t);
-        if smem > 227 * 1024 {
+        if smem > crate::codegen::MAX_TILE_SMEM_BYTES {
             errs.push(
                 span.tile,
-                format!("this tile needs {smem} bytes of shared memory; at most 232448 (227 KiB)"),
+                format!(
+                "this tile needs {smem} bytes of shared memory; at most {} (227 KiB less {} of static shared memory)",
+                crate::codegen::MAX_TILE_SMEM_BYTES,
+                crate::codegen::STATIC_SMEM_BYTES
+            ),
             );
         }
     }
