@@ -1064,8 +1064,9 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
          the L2 cache, in microseconds. floor = (packed weights + scales + A + C bytes) / our copy \
          bandwidth. cuBLAS is ours (cudarc, cublasGemmEx fp16); \"cuBLAS (torch)\" is the reference \
          run's torch.matmul. Our W4A16 is `b: i4` (symmetric), the same format as humming-kernels' \
-         \"uint4\" (q - 8). \"ours\" launches with programmatic dependent launch (PDL, the default on \
-         compute capability 9.0+: a kernel streams its first weights while the one before it ends); \
+         \"uint4\" (q - 8). \"ours\" launches as the runtime does by default: with programmatic dependent launch \
+         (PDL) on compute capability 9.0+ for tiles of which at most two CTAs fit per SM (a kernel \
+         streams its first weights while the one before it ends); \
          \"ours, no PDL\" is the same kernel launched like cuBLAS and humming-kernels are, each launch \
          starting after the previous one has ended.\n",
         report.device.name,
