@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
-#   bash .gpu/gpu-run.sh [tests|sanitize|bench|example|all]
+#   bash .gpu/gpu-run.sh [tests|sanitize|all]
 # Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"
@@ -27,6 +27,7 @@ case "$what" in
   tests) run_tests ;;
   sanitize) sanitize ;;
   all) run_tests; sanitize ;;
+  *) echo "gpu-run: unknown mode $what (tests, sanitize or all)"; rc=2 ;;
 esac
 echo "gpu-run: exit $rc"
 exit $rc
