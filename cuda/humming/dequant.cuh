@@ -280,6 +280,25 @@ struct OffsetFold {
   }
 };
 
+// Compile-time checks of the folding constants for the common formats (no code generated).
+namespace offset_fold_checks {
+using W4F16 = QuantConfig<f16, 4, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
+using W4Bf16 = QuantConfig<bf16, 4, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
+using W8F16 = QuantConfig<f16, 8, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
+using W2F16 = QuantConfig<f16, 2, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
+using W4F16Zp = QuantConfig<f16, 4, false, ZeroPointKind::kInteger, 128, true, false, EpilogueKind::kNone>;
+// 4-bit f16: k 0..7 as 1024 + c against a, k 8..15 as 1024 + 16c against a / 16.
+static_assert(OffsetFold<W4F16>::kOk && OffsetFold<W4F16>::kHiRes == 4, "4-bit f16 folds every pair");
+static_assert(OffsetFold<W4F16>::frag(0) == 0xE408E408u && OffsetFold<W4F16>::frag(1) == 0xE408E408u, "-(1024 + 8)");
+static_assert(OffsetFold<W4F16>::frag(2) == 0xE480E480u && OffsetFold<W4F16>::frag(3) == 0xE480E480u, "-(1024 + 16 * 8)");
+static_assert(OffsetFold<W4F16>::kHiScale == 0x2C002C00u, "1/16");
+// 4-bit bf16 (shifted codes, 128 + c) and 8-bit f16 (1024 + c): every pair at residual 0.
+static_assert(OffsetFold<W4Bf16>::kOk && OffsetFold<W4Bf16>::kHiRes == 0 && OffsetFold<W4Bf16>::frag(3) == 0xC308C308u, "-(128 + 8)");
+static_assert(OffsetFold<W8F16>::kOk && OffsetFold<W8F16>::kHiRes == 0 && OffsetFold<W8F16>::frag(0) == 0xE480E480u, "-(1024 + 128)");
+// Not folded: 2-bit codes (in-place slots differ between m16 tiles) and integer zero points.
+static_assert(!OffsetFold<W2F16>::kOk && !OffsetFold<W4F16Zp>::kOk, "no folding");
+}  // namespace offset_fold_checks
+
 // Pair q (and, recursively, the pairs after it) of one k16 slab: frag[q / 2][q % 2] = dequantized pair
 // q = 2 nt + r (layout above), with sw[nt / 2] / zw[nt / 2] holding the scales / zero points of this
 // lane's channels (two per word).

@@ -110,24 +110,25 @@ struct StageLoader {
     bulk_b = static_cast<const char*>(p.b) + (k0 / 64) * row_bytes + static_cast<long long>(n0 / 64) * L::kUnitBytes;
     bulk_row = row_bytes;
     bulk_n0 = n0;
-    if constexpr (kBulk) return;
+    if constexpr (!kBulk) {
 #pragma unroll
-    for (int j = 0; j < kBPer; ++j) {
-      const int i = tid + j * kThreads;
-      const int u = i / kBChunksPerUnit, c = i % kBChunksPerUnit;
-      const int kw = u / L::kWarpsN, wn = u % L::kWarpsN;
-      const int nu = n0 / 64 + wn;
-      const bool ok = nu < units_n;
-      b_ok |= ok ? 1u << j : 0u;
-      b_src[j] = static_cast<const char*>(p.b) + (k0 / 64 + kw) * row_bytes + (ok ? static_cast<long long>(nu) * L::kUnitBytes : 0) + c * 16;
-    }
+      for (int j = 0; j < kBPer; ++j) {
+        const int i = tid + j * kThreads;
+        const int u = i / kBChunksPerUnit, c = i % kBChunksPerUnit;
+        const int kw = u / L::kWarpsN, wn = u % L::kWarpsN;
+        const int nu = n0 / 64 + wn;
+        const bool ok = nu < units_n;
+        b_ok |= ok ? 1u << j : 0u;
+        b_src[j] = static_cast<const char*>(p.b) + (k0 / 64 + kw) * row_bytes + (ok ? static_cast<long long>(nu) * L::kUnitBytes : 0) + c * 16;
+      }
 #pragma unroll
-    for (int j = 0; j < kSPer; ++j) {
-      const int i = tid + j * kThreads;
-      const int r = i / kSChunksPerRow, c = i % kSChunksPerRow;
-      const bool ok = Q::kGroup > 0 && n0 + c * 8 < p.n;
-      s_ok |= ok ? 1u << j : 0u;
-      s_off[j] = (static_cast<long long>(k0 / kGroupOrOne) + r) * p.n + (ok ? n0 + c * 8 : 0);
+      for (int j = 0; j < kSPer; ++j) {
+        const int i = tid + j * kThreads;
+        const int r = i / kSChunksPerRow, c = i % kSChunksPerRow;
+        const bool ok = Q::kGroup > 0 && n0 + c * 8 < p.n;
+        s_ok |= ok ? 1u << j : 0u;
+        s_off[j] = (static_cast<long long>(k0 / kGroupOrOne) + r) * p.n + (ok ? n0 + c * 8 : 0);
+      }
     }
   }
 
@@ -169,32 +170,31 @@ struct StageLoader {
         }
       }
       bulk_b += b_stage_bytes;
-      k0 += Tl::BK;
-      return;
-    }
+    } else {
 #pragma unroll
-    for (int j = 0; j < kBPer; ++j) {
-      const int i = tid + j * kThreads;
-      if (kBChunks % kThreads != 0 && i >= kBChunks) break;
-      const int kw = (i / kBChunksPerUnit) / L::kWarpsN;
-      const bool pred = (b_ok >> j & 1u) && (full || k0 + kw * 64 < p.k);
-      cp_async16(stage + L::kBOffset + i * 16, b_src[j], pred);
-      b_src[j] += b_stage_bytes;
-    }
-    if constexpr (L::kScaleRows > 0) {
-      const int groups = (p.k + kGroupOrOne - 1) / kGroupOrOne;
-      const bool next_row = Q::kGroup <= Tl::BK || (k0 + Tl::BK) % kGroupOrOne == 0;
-#pragma unroll
-      for (int j = 0; j < kSPer; ++j) {
+      for (int j = 0; j < kBPer; ++j) {
         const int i = tid + j * kThreads;
-        if (kSChunks % kThreads != 0 && i >= kSChunks) break;
-        const int r = i / kSChunksPerRow;
-        const bool pred = (s_ok >> j & 1u) && (full || k0 / kGroupOrOne + r < groups);
-        cp_async16(stage + L::kSOffset + i * 16, static_cast<const u16*>(p.scales) + s_off[j], pred);
-        if constexpr (L::kZBytes > 0) {
-          cp_async16(stage + L::kZOffset + i * 16, static_cast<const u16*>(p.zeros) + s_off[j], pred);
+        if (kBChunks % kThreads != 0 && i >= kBChunks) break;
+        const int kw = (i / kBChunksPerUnit) / L::kWarpsN;
+        const bool pred = (b_ok >> j & 1u) && (full || k0 + kw * 64 < p.k);
+        cp_async16(stage + L::kBOffset + i * 16, b_src[j], pred);
+        b_src[j] += b_stage_bytes;
+      }
+      if constexpr (L::kScaleRows > 0) {
+        const int groups = (p.k + kGroupOrOne - 1) / kGroupOrOne;
+        const bool next_row = Q::kGroup <= Tl::BK || (k0 + Tl::BK) % kGroupOrOne == 0;
+#pragma unroll
+        for (int j = 0; j < kSPer; ++j) {
+          const int i = tid + j * kThreads;
+          if (kSChunks % kThreads != 0 && i >= kSChunks) break;
+          const int r = i / kSChunksPerRow;
+          const bool pred = (s_ok >> j & 1u) && (full || k0 / kGroupOrOne + r < groups);
+          cp_async16(stage + L::kSOffset + i * 16, static_cast<const u16*>(p.scales) + s_off[j], pred);
+          if constexpr (L::kZBytes > 0) {
+            cp_async16(stage + L::kZOffset + i * 16, static_cast<const u16*>(p.zeros) + s_off[j], pred);
+          }
+          if (next_row) s_off[j] += static_cast<long long>(kRowStep) * p.n;
         }
-        if (next_row) s_off[j] += static_cast<long long>(kRowStep) * p.n;
       }
     }
     k0 += Tl::BK;
