@@ -42,6 +42,10 @@ struct Args {
     /// Numbers of K splits to time, comma separated; 0 = the automatic choice.
     #[arg(long, default_value = "0")]
     splits: String,
+    /// Launch without programmatic dependent launch (the runtime's default uses it on compute
+    /// capability 9.0+ for tiles of which at most two CTAs fit per SM).
+    #[arg(long)]
+    no_pdl: bool,
 }
 
 fn parse_list<T: std::str::FromStr>(s: &str) -> Vec<T> {
@@ -134,6 +138,9 @@ fn main() -> Res<()> {
         for ts in &tile_specs {
             let spec = parse_kernel_str(&format!("{}{ts}", args.format))?;
             let gemm = Gemm::<f16, f16>::compile(&stream, "tune", spec)?;
+            if args.no_pdl {
+                gemm.set_programmatic_launch(false);
+            }
             let qs = QuantizedWeights::from_parts(
                 &spec,
                 n,
