@@ -681,18 +681,16 @@ where
         let rel_err = humming::relative_error(&got, &exp);
         let ok = rel_err <= tol;
 
-        let ours = time_launches(env, copies, |i| {
+        let mut launch_ours = |i: usize| -> Res<()> {
             gemm.run(&a[i], m, &weights[i], None, &mut c[i])?;
             Ok(())
-        })?;
+        };
+        let ours = time_launches(env, copies, &mut launch_ours)?;
         // The same launches without programmatic dependent launch (each kernel then starts only
         // after the previous one has ended), where the GPU has it.
         let ours_no_pdl = if env.capability >= 90 {
             gemm.set_programmatic_launch(false);
-            let t = time_launches(env, copies, |i| {
-                gemm.run(&a[i], m, &weights[i], None, &mut c[i])?;
-                Ok(())
-            });
+            let t = time_launches(env, copies, &mut launch_ours);
             gemm.set_programmatic_launch(true);
             Some(t?)
         } else {

@@ -1209,6 +1209,12 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
     } else {
         0
     };
+    check_tile_smem(smem, span, errs);
+}
+
+/// A tile's dynamic shared memory (`smem` bytes, from [`crate::codegen::smem_bytes`]) must fit one
+/// CTA's limit beside the kernel's static shared memory.
+fn check_tile_smem(smem: u32, span: &TileSpans, errs: &mut Errors) {
     if smem > crate::codegen::MAX_TILE_SMEM_BYTES {
         errs.push(
             span.tile,
@@ -1307,16 +1313,6 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
                 ),
             );
         }
-        let smem = crate::codegen::smem_bytes(spec, t);
-        if smem > crate::codegen::MAX_TILE_SMEM_BYTES {
-            errs.push(
-                span.tile,
-                format!(
-                "this tile needs {smem} bytes of shared memory; at most {} (227 KiB less {} of static shared memory)",
-                crate::codegen::MAX_TILE_SMEM_BYTES,
-                crate::codegen::STATIC_SMEM_BYTES
-            ),
-            );
-        }
+        check_tile_smem(crate::codegen::smem_bytes(spec, t), &span, errs);
     }
 }
