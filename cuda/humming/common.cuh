@@ -75,8 +75,10 @@ struct Tile {
   static_assert(WK == 64 && (WN == 64 || (kWgmma && WN == 32)), "warp tiles are 64 deep and 64 wide (wgmma: or 32 wide)");
   static_assert(kWgmma || ((WM == 8 || (WM % 16 == 0 && WM <= 64)) && BM % WM == 0),
                 "mma.sync: warp M must be 8, 16, 32, 48 or 64 and divide block M");
-  static_assert(!kWgmma || (BN == 4 * WN && WM == BM && BM % 8 == 0 && BM * WN <= 4096 && (BK == 64 || BK == 128) && STAGES >= 3),
-                "wgmma: block (M, 4 x warp N, 64 or 128), warp (block M, 32 or 64, 64), M * warp N <= 4096, at least 3 stages");
+  static_assert(!kWgmma || ((BN == 4 * WN || BN == 8 * WN) && WM == BM && BM % 8 == 0 && BM * WN <= 4096 &&
+                             (BK == 64 || BK == 128) && BN / WN * BK / 64 <= 16 && STAGES >= 3),
+                "wgmma: block (M, 4 or 8 x warp N, 64 or 128), warp (block M, 32 or 64, 64), M * warp N <= 4096, "
+                "at most 16 warps, at least 3 stages");
   static_assert(STAGES >= 2, "at least two pipeline stages");
 };
 

@@ -673,4 +673,6 @@ tile_kind_tests! {
     gpu_tile_kind_5: 5, "(32, 128, 64), warp = (32, 32, 64), stages = 5, mma = wgmma", true;
     gpu_tile_kind_6: 6, "(72, 128, 128), warp = (72, 32, 64), stages = 3, mma = wgmma", true;
     gpu_tile_kind_7: 7, "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma", true;
+    gpu_tile_kind_8: 8, "(128, 256, 64), warp = (128, 32, 64), stages = 4, mma = wgmma", true;
+    gpu_tile_kind_9: 9, "(64, 512, 64), warp = (64, 64, 64), stages = 3, mma = wgmma", true;
 }

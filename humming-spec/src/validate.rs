@@ -1133,9 +1133,9 @@ fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
     }
 }
 
-/// Rules of a `wgmma` tile: one warpgroup (four warps along N) per 64 of `block_k` (one or two
-/// warpgroups); every warp covers all `block_m` rows and `warp_n` = 64 channels (one packed unit) or 32
-/// (half a unit), so `block_n = 4 * warp_n`; `block_m` a multiple of 8 with `block_m * warp_n <= 4096`
+/// Rules of a `wgmma` tile: one or two warpgroups (four warps each) along N per 64 of `block_k` (one
+/// or two); every warp covers all `block_m` rows and `warp_n` = 64 channels (one packed unit) or 32
+/// (half a unit), so `block_n = 4 * warp_n` or `8 * warp_n` (two warpgroups share each A tile); `block_m` a multiple of 8 with `block_m * warp_n <= 4096`
 /// (each thread keeps `block_m * warp_n / 32` f32 accumulators, at most 128); 3 to 6 stages (a stage
 /// is refilled two steps after it was read, while the last `wgmma` on it may still run); the
 /// declaration's `arch` must include `sm_90a`, the only target with `wgmma`.
@@ -1164,13 +1164,14 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
         );
         return;
     }
-    if t.block_n != 4 * t.warp_n {
+    if t.block_n != 4 * t.warp_n && t.block_n != 8 * t.warp_n {
         ok = false;
         errs.push(
             span.block[1],
             format!(
-                "a wgmma tile is one warpgroup of four warps along N: block N must be 4 x warp N = {}, found {}",
+                "a wgmma tile has one or two warpgroups of four warps along N: block N must be {} or {} (4 or 8 x warp N), found {}",
                 4 * t.warp_n,
+                8 * t.warp_n,
                 t.block_n
             ),
         );
