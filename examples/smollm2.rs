@@ -1086,14 +1086,15 @@ fn gpu_path(
         let tiles: Vec<String> = args
             .ms
             .iter()
-            .map(|&m| format!("M={m}: {}", g.select_tile(m)))
+            .map(|&m| format!("M={m}: {}", g.select_tile(m, model.dim, model.dim)))
             .collect();
         println!(
-            "kernel {} `{}` loaded from {:?}; tiles {}",
+            "kernel {} `{}` loaded from {:?}; tiles (of a {dim} x {dim} projection) {}",
             g.name(),
             g.spec(),
             g.module_source(),
-            tiles.join(", ")
+            tiles.join(", "),
+            dim = model.dim
         );
     }
     let rows = *args.ms.iter().max().unwrap();

@@ -46,6 +46,10 @@ struct Args {
     /// capability 9.0+ for tiles of which at most two CTAs fit per SM).
     #[arg(long)]
     no_pdl: bool,
+    /// Where programmatic dependent launch lets the next launch start (`Gemm::set_early_dependent_trigger`):
+    /// `auto` (the runtime's rule), `early` (kernel start) or `late` (after the main loop).
+    #[arg(long, default_value = "auto")]
+    pdl_trigger: String,
 }
 
 fn parse_list<T: std::str::FromStr>(s: &str) -> Vec<T> {
@@ -141,6 +145,11 @@ fn main() -> Res<()> {
             if args.no_pdl {
                 gemm.set_programmatic_launch(false);
             }
+            gemm.set_early_dependent_trigger(match args.pdl_trigger.as_str() {
+                "early" => Some(true),
+                "late" => Some(false),
+                _ => None,
+            });
             let qs = QuantizedWeights::from_parts(
                 &spec,
                 n,

@@ -32,7 +32,17 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 //   workspace  f32 partial tiles of split-K, [splits][tiles][BM * BN] (unused when splits == 1)
 //   locks      one int per output tile, zero before the launch; the kernel leaves them zero
 //   splits     number of K splits (gridDim.z)
+//   flags      bit 0: let the next kernel launch (griddepcontrol.launch_dependents) at the start of the
+//              kernel instead of after its main loop
+//   a_map  wgmma tiles on sm_90a: A as a CUtensorMap (cuTensorMapEncodeTiled, opaque, 128 bytes): 2-D,
+//          16-bit elements, dims {K, M}, row stride lda * 2 bytes, box {64, BM}, 128-byte swizzle, zero
+//          fill outside; all zero (unused) for other tiles
+// The kernels take it as a `__grid_constant__` parameter, so that the TMA unit reads a_map in place.
+struct alignas(64) TmaMap {
+  unsigned long long w[16];
+};
 struct GemmParams {
+  TmaMap a_map;
   const void* a;
   const void* b;
   const void* scales;
@@ -47,7 +57,9 @@ struct GemmParams {
   int lda;
   int ldc;
   int splits;
+  int flags;
 };
+constexpr int kFlagEarlyTrigger = 1;
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_, bool kBias_,
@@ -172,6 +184,23 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+#endif
+}
+// One arrival on the mbarrier at `bar` (no transaction bytes).
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+#if HUMMING_HAS_BULK
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// TMA: copies the box at coordinates (c0, c1) (elements; c0 the inner dimension) of the 2-D tensor map
+// at generic address `map` (a __grid_constant__ kernel parameter) to shared `dst`, zero-filling what lies
+// outside the tensor; the box's bytes are counted on the mbarrier `bar` (PTX "cp.async.bulk.tensor").
+__device__ __forceinline__ void tma_load_2d(u32 dst, const void* map, int c0, int c1, u32 bar) {
+#if HUMMING_HAS_BULK
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
 #endif
 }
 // Copies `bytes` from global `src` to shared `dst`; completion is counted on the mbarrier `bar`.

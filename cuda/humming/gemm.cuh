@@ -14,9 +14,13 @@
 // as the swap-AB mma.sync path does, and the warpgroup issues WN/16 wgmma.m64nBMk16 (one per 16-channel
 // slice mt: rows 16w..16w+15 of wgmma mt come from warp w) with the A tile in shared memory as the B
 // operand (128-byte swizzle). The design follows Humming's Hopper path (weights as the register
-// operand, "swap AB"). The wgmmas of one slab run while the warp dequantizes the next (one group in
-// flight); because the last group of a stage may still read its A tile, the loader refills a stage
-// two iterations after it was read (STAGES - 2 ahead).
+// operand, "swap AB"). The wgmmas are committed in groups of kGroupSlabs = 2 slabs; one group runs while
+// the warps dequantize the next. On sm_90a (kTma) every copy of a stage, the A tile included (a TMA
+// box per 64 of K, through GemmParams::a_map), is issued by thread 0 and completes the stage's "full"
+// mbarrier; the main loop has no CTA barrier: each warp releases a stage on its "empty" mbarrier once
+// the wgmma group that last read it is done, and thread 0 refills it (STAGES - 1 ahead) after every
+// warp has released it. Elsewhere (cp.async, a compiled-only fallback: wgmma needs sm_90a) the loader
+// refills a stage two iterations after it was read (STAGES - 2 ahead).
 // The accumulators land in the swap-AB layout, so the reduction, split-K and epilogue are shared.
 //
 // Split-K (gridDim.z = splits > 1, for grids too small to fill the GPU): split s walks its own range
@@ -30,6 +34,11 @@
 #include "loader.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
+
+// k16 slabs per wgmma commit group (1, 2 or 4); 2 measured fastest on the H200 (PERFORMANCE.md, v17).
+#ifndef HUMMING_WGMMA_GROUP_SLABS
+#define HUMMING_WGMMA_GROUP_SLABS 2
+#endif
 
 namespace humming {
 
@@ -71,7 +80,12 @@ struct Gemm {
   __device__ __forceinline__ static int plain_row(int mt, int h, int lane) { return mt * 16 + (lane >> 2) + h * 8; }
   __device__ __forceinline__ static int plain_col(int nt, int lane) { return nt * 8 + 2 * (lane & 3); }
   // Stages loaded ahead of the one being read: STAGES - 1, or STAGES - 2 for wgmma (see above).
-  static constexpr int kAhead = kWgmma ? Tl::STAGES - 2 : Tl::STAGES - 1;
+  // kTma (wgmma on sm_90a): STAGES - 1, a stage is refilled once every warp has released it (below).
+  static constexpr bool kTma = StageLoader<Q, Tl, kThreads>::kTma;
+  static constexpr int kAhead = kWgmma && !kTma ? Tl::STAGES - 2 : Tl::STAGES - 1;
+  // k16 slabs per wgmma commit group (1, 2 or 4): one group runs while the warps dequantize the next.
+  static constexpr int kGroupSlabs = HUMMING_WGMMA_GROUP_SLABS;
+  static_assert(kGroupSlabs == 1 || kGroupSlabs == 2 || kGroupSlabs == 4, "1, 2 or 4 slabs per wgmma group");
   static constexpr int kPipelineBytes = Tl::STAGES * L::kStageBytes;
   static constexpr int kReduceBytes = (kWarpsK - 1) * Tl::BM * Tl::BN * 4;
   // wgmma: room to start the stages on a L::kStageAlign (1024-byte) boundary.
@@ -133,6 +147,7 @@ struct Gemm {
 
   __device__ __forceinline__ static void run(const GemmParams& p) {
     extern __shared__ __align__(128) char smem[];
+    if (p.flags & kFlagEarlyTrigger) grid_launch_dependents();
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int wn = warp % kWarpsN;
@@ -179,18 +194,40 @@ struct Gemm {
     const u32 sbase = kWgmma ? (smem_addr(smem) + kAlignSlack - 1) & ~static_cast<u32>(kAlignSlack - 1) : smem_addr(smem);
     // Loader::kBulk (sm_90+): one mbarrier per stage, completed by the stage's kCopies bulk copies; the n-th
     // use of a stage completes its barrier's phase n, waited on with parity n % 2 (`phase`).
+    // kTma: a second ring, `empty_bars`: the n-th use of a stage is released when lane 0 of every warp
+    // has arrived (its shared loads and wgmma reads of the stage are done), completing phase n.
     __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
-    static_assert(Tl::STAGES * 8 + 4 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
+    __shared__ __align__(8) u64 empty_bars[kTma ? Tl::STAGES : 1];
+    static_assert(Tl::STAGES * 16 + 4 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
     const u32 bars = smem_addr(stage_bars);
+    const u32 empties = smem_addr(empty_bars);
     if constexpr (Loader::kBulk) {
       if (threadIdx.x == 0) {
 #pragma unroll
-        for (int s = 0; s < Tl::STAGES; ++s) mbar_init(bars + 8 * s, Loader::kCopies);
+        for (int s = 0; s < Tl::STAGES; ++s) {
+          mbar_init(bars + 8 * s, Loader::kCopies + (kTma ? 1 : 0));
+          if constexpr (kTma) mbar_init(empties + 8 * s, kThreads / 32);
+        }
         mbar_fence_init();
       }
       __syncthreads();
     }
-    if constexpr (Loader::kBulk) {
+    if constexpr (kTma) {
+      // Thread 0 is the producer: the first stages' weights before griddepcontrol.wait, A after it.
+      if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < kAhead; ++s) {
+          if (s < iters) loader.load_weights_one(sbase + s * L::kStageBytes, bars + 8 * s, p);
+        }
+      }
+      grid_dependency_wait();
+      if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < kAhead; ++s) {
+          if (s < iters) loader.load_a_tma(sbase + s * L::kStageBytes, bars + 8 * s, p, m0);
+        }
+      }
+    } else if constexpr (Loader::kBulk) {
       // The first stages' weights are on their way before this kernel waits for the previous one
       // (programmatic dependent launch, common.cuh); A, C and the split-K workspace only after.
 #pragma unroll
@@ -215,15 +252,20 @@ struct Gemm {
     int read_stage = 0, write_stage = kAhead;
     u32 phase = 0;
     for (int it = 0; it < iters; ++it) {
-      cp_async_wait<kAhead - 1>();
-      if constexpr (Loader::kBulk) mbar_wait(bars + 8 * read_stage, phase);
-      if constexpr (kWgmma) fence_proxy_async_shared();  // this thread's copies, visible to wgmma
-      __syncthreads();
       const int next = it + kAhead;
-      if (next < iters) {
-        loader.load(sbase + write_stage * L::kStageBytes, bars + 8 * write_stage, p);
+      const int prev_stage = read_stage == 0 ? Tl::STAGES - 1 : read_stage - 1;  // the stage of step it - 1
+      if constexpr (kTma) {
+        mbar_wait(bars + 8 * read_stage, phase);
+      } else {
+        cp_async_wait<kAhead - 1>();
+        if constexpr (Loader::kBulk) mbar_wait(bars + 8 * read_stage, phase);
+        if constexpr (kWgmma) fence_proxy_async_shared();  // this thread's copies, visible to wgmma
+        __syncthreads();
+        if (next < iters) {
+          loader.load(sbase + write_stage * L::kStageBytes, bars + 8 * write_stage, p);
+        }
+        cp_async_commit();
       }
-      cp_async_commit();
 
       const u32 st = sbase + read_stage * L::kStageBytes;
       if (read_stage == Tl::STAGES - 1) phase ^= 1u;
@@ -286,8 +328,21 @@ struct Gemm {
           for (int mt = 0; mt < kMt; ++mt) {
             WgmmaRS<T, Tl::BM>::template run<kMt>(acc[0], mt, *reinterpret_cast<const u32(*)[4]>(&frag[4 * mt]), desc);
           }
-          wgmma_commit();
-          wgmma_wait<1>();  // the previous slab's group is done: its registers may be reused
+          if ((kk + 1) % kGroupSlabs == 0) {
+            wgmma_commit();
+            wgmma_wait<1>();  // the previous group is done: its registers may be reused
+          }
+          if constexpr (kTma) {
+            // Step it - 1's last wgmma group is done once this step's first group is committed: release
+            // its stage. Thread 0 then refills that stage with step it + STAGES - 1, once every warp has
+            // released it (n-th release = phase n).
+            if (kk == kGroupSlabs - 1 && it > 0 && lane == 0) mbar_arrive(empties + 8 * prev_stage);
+            if (kk == (kGroupSlabs < 2 ? 1 : 3) && threadIdx.x == 0 && next < iters) {
+              if (it > 0) mbar_wait(empties + 8 * prev_stage, static_cast<u32>((it - 1) / Tl::STAGES) & 1u);
+              loader.load_weights_one(sbase + prev_stage * L::kStageBytes, bars + 8 * prev_stage, p);
+              loader.load_a_tma(sbase + prev_stage * L::kStageBytes, bars + 8 * prev_stage, p, m0);
+            }
+          }
         } else if constexpr (kSwapAB) {
           u32 a[2 * kTokTiles];
           if constexpr (kFold) {
@@ -348,7 +403,7 @@ struct Gemm {
         }
       }
     }
-    cp_async_wait<0>();
+    if constexpr (!kTma) cp_async_wait<0>();
     if constexpr (kWgmma) wgmma_wait<0>();
     // The next kernel may start (and stream its first weights) once every CTA here is past its main
     // loop: triggered earlier, its CTAs took free slots and DRAM bandwidth from this kernel's (M = 16 on

@@ -78,6 +78,10 @@ struct StageLoader {
   static constexpr int kWarps = kThreads / 32;
   // Bulk copies per stage: one per 64-deep row of B units and one per scale (and zero-point) row.
   static constexpr int kCopies = L::kWarpsK + L::kScaleRows * (L::kZBytes > 0 ? 2 : 1);
+  // wgmma tiles on sm_90a: the A tile comes by TMA too (GemmParams::a_map, one box of BM rows per 64 of
+  // K, written in the 128-byte swizzle that wgmma reads), so one thread issues every copy of a stage
+  // (load_weights_one, load_a_tma) and the stage's mbarrier counts kCopies + 1 arrivals.
+  static constexpr bool kTma = kBulk && Tl::kWgmma;
   // Bulk copies: B bytes of one 64-deep row of the tile's units, its source, the bytes between rows.
   u32 bulk_units;        // units of this tile inside N
   const char* bulk_b;    // global address of the next stage's first row of units
@@ -197,6 +201,25 @@ struct StageLoader {
         }
       }
     }
+    k0 += Tl::BK;
+  }
+
+  // kTma: the A tile of the next stage as BK / 64 TMA boxes of BM rows (rows past M and K zero-filled;
+  // boxes wholly past K are not copied: no warp reads them), one arrival expecting their bytes.
+  __device__ __forceinline__ void load_a_tma(u32 stage, u32 bar, const GemmParams& p, int m0) {
+    const int slabs = min(L::kWarpsK, (p.k - ka + 63) / 64);
+    mbar_arrive_expect_tx(bar, static_cast<u32>(slabs) * (Tl::BM * 128));
+#pragma unroll
+    for (int j = 0; j < L::kWarpsK; ++j) {
+      if (j < slabs) tma_load_2d(stage + L::kAOffset + j * (Tl::BM * 128), &p.a_map, ka + j * 64, m0, bar);
+    }
+    ka += Tl::BK;
+  }
+  // kTma: every bulk copy of the next stage's weights, issued by the calling thread.
+  __device__ __forceinline__ void load_weights_one(u32 stage, u32 bar, const GemmParams& p) {
+#pragma unroll
+    for (int j = 0; j < kCopies; ++j) load_bulk(stage, bar, p, j);
+    bulk_b += b_stage_bytes;
     k0 += Tl::BK;
   }
 

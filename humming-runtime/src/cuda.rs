@@ -52,10 +52,14 @@ pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
     ctx.new_stream().map_err(driver_err("creating a stream"))
 }
 
-/// Arguments of the generated kernels; mirrors `humming::GemmParams` in `cuda/humming/common.cuh`.
-#[repr(C)]
+/// Arguments of the generated kernels; mirrors `humming::GemmParams` in `cuda/humming/common.cuh`
+/// (64-byte aligned: it starts with a TMA tensor map, which the kernels read in place as a
+/// `__grid_constant__` parameter).
+#[repr(C, align(64))]
 #[derive(Clone, Copy, Debug)]
 pub struct GemmParams {
+    /// `wgmma` tiles: A as a `CUtensorMap` (see [`encode_a_map`]); zero for other tiles.
+    a_map: [u64; 16],
     a: u64,
     b: u64,
     scales: u64,
@@ -70,6 +74,8 @@ pub struct GemmParams {
     lda: i32,
     ldc: i32,
     splits: i32,
+    /// Bit 0: trigger the dependent launch at kernel start ([`Gemm::set_early_dependent_trigger`]).
+    flags: i32,
 }
 
 // SAFETY: plain #[repr(C)] data of integers, identical in layout to the CUDA struct.
@@ -108,6 +114,8 @@ pub struct Gemm<A: Element, C: Element> {
     /// Programmatic dependent launch (compute capability 9.0 and newer).
     pdl_capable: bool,
     pdl: std::sync::atomic::AtomicBool,
+    /// [`Gemm::set_early_dependent_trigger`]: 0 = the automatic rule, 1 = always, 2 = never.
+    pdl_early: std::sync::atomic::AtomicU8,
     workspace: std::sync::Mutex<Workspace>,
     _types: PhantomData<fn(A) -> C>,
 }
@@ -306,6 +314,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             forced_splits: std::sync::atomic::AtomicUsize::new(0),
             pdl_capable: cap >= 90,
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
+            pdl_early: std::sync::atomic::AtomicU8::new(0),
             workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
         })
@@ -332,6 +341,25 @@ impl<A: Element, C: Element> Gemm<A, C> {
             .store(on && self.pdl_capable, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Where a launch that uses programmatic dependent launch lets the next kernel of the stream start:
+    /// `None` (the default) follows the runtime's rule, `Some(true)` at the start of every CTA,
+    /// `Some(false)` after every CTA's main loop. Triggered at the start, the next kernel's CTAs can
+    /// take free slots and stream their first weights while this kernel still runs; after the main
+    /// loop, they cannot take DRAM bandwidth from it. The rule: at the start for tiles of at most 8
+    /// rows whose launch has more CTAs than the GPU has SMs, else after the main loop (H200, W4A16 g128,
+    /// M = 1: 13.1 -> 12.6 us at 8192 x 8192, 20.0 -> 18.7 us at 28672 x 4096, but 6.8 -> 7.4 us at
+    /// 4096 x 4096, whose 128 CTAs leave SMs idle; no change for the 16-row tiles). Results are the
+    /// same either way: the next kernel still waits for this one before it reads A.
+    pub fn set_early_dependent_trigger(&self, early: Option<bool>) {
+        let mode = match early {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.pdl_early
+            .store(mode, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Pins the number of K splits of every launch (for tuning, or for results that do not depend on
     /// the GPU's size): `None` (the default) lets [`choose_splits`] decide; `Some(n)` uses `n` splits,
     /// clamped to 1..=64 and to the number of `block_k` steps of K. Applies while split-K is on.
@@ -349,7 +377,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
     pub fn reserve(&self, max_m: usize, n: usize, k: usize) -> Result<()> {
         let (mut floats, mut tiles) = (0, 0);
         for m in 1..=max_m.max(1) {
-            let t = self.tiles[self.select_index(m)].tile;
+            let t = self.tiles[self.select_index(m, n, k)].tile;
             let splits = self.splits_for(&t, m, n, k);
             if splits > 1 {
                 let (f, c) = workspace_size(&t, m, n, splits);
@@ -365,7 +393,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// The tile and the number of K splits a launch of `m` rows on `[n, k]` weights uses.
     pub fn plan(&self, m: usize, n: usize, k: usize) -> (TileConfig, usize) {
-        let t = self.select_tile(m);
+        let t = self.select_tile(m, n, k);
         (t, self.splits_for(&t, m, n, k))
     }
 
@@ -467,15 +495,39 @@ impl<A: Element, C: Element> Gemm<A, C> {
         self.tiles.iter().map(|t| t.tile).collect()
     }
 
-    /// The tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest (a `wgmma`
-    /// tile before an `mma.sync` one of the same `block_m`), see [`select_tile_index`].
-    pub fn select_tile(&self, m: usize) -> TileConfig {
-        self.tiles[self.select_index(m)].tile
+    /// The tile used for `m` rows of `[n, k]` weights: the smallest `block_m` that covers `m`, else
+    /// the largest (a `wgmma` tile before an `mma.sync` one of the same `block_m`), see
+    /// [`select_tile_index`]; among several tiles of that `block_m` and kind, the first (in declaration
+    /// order) whose launch fits one wave of resident CTAs, with its own split-K count, else the last
+    /// of them ([`first_single_wave`]).
+    pub fn select_tile(&self, m: usize, n: usize, k: usize) -> TileConfig {
+        self.tiles[self.select_index(m, n, k)].tile
     }
 
-    fn select_index(&self, m: usize) -> usize {
+    fn select_index(&self, m: usize, n: usize, k: usize) -> usize {
         let tiles: Vec<TileConfig> = self.tiles.iter().map(|t| t.tile).collect();
-        select_tile_index(&tiles, m)
+        let first = select_tile_index(&tiles, m);
+        let Some(f) = tiles.get(first) else {
+            return first;
+        };
+        let candidates: Vec<(usize, usize, usize)> = self
+            .tiles
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
+                l.tile.block_m == f.block_m && (l.tile.mma == Mma::Wgmma) == (f.mma == Mma::Wgmma)
+            })
+            .map(|(i, l)| {
+                let grid = n.div_ceil(l.tile.block_n.max(1) as usize)
+                    * m.div_ceil(l.tile.block_m.max(1) as usize);
+                (
+                    i,
+                    grid * self.splits_for(&l.tile, m, n, k),
+                    self.sms * l.ctas_per_sm,
+                )
+            })
+            .collect();
+        first_single_wave(&candidates).unwrap_or(first)
     }
 
     /// Packs quantized weights into the kernel layout and uploads them.
@@ -587,7 +639,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             },
         )?;
         let (n, k) = (w.n, w.k);
-        let idx = self.select_index(m);
+        let idx = self.select_index(m, n, k);
         let t = &self.tiles[idx];
         let (b_ptr, _rb) = w.b.device_ptr(stream);
         let (s_ptr, _rs) = w.scales.device_ptr(stream);
@@ -615,8 +667,20 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let mut row = 0usize;
         while row < m {
             let rows = rows_per_launch.min(m - row);
+            let a_rows = a_ptr + (row * lda * 2) as u64;
+            let a_map = if t.tile.mma == Mma::Wgmma {
+                encode_a_map(a_rows, rows, k, lda, u32::from(t.tile.block_m)).map_err(|e| {
+                    Error::Driver {
+                        context: format!("encoding the TMA tensor map of A for {}", self.name),
+                        source: e,
+                    }
+                })?
+            } else {
+                [0; 16]
+            };
             let params = GemmParams {
-                a: a_ptr + (row * lda * 2) as u64,
+                a_map,
+                a: a_rows,
                 b: b_ptr,
                 scales: s_ptr,
                 zeros: z_ptr,
@@ -630,6 +694,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 lda: lda as i32,
                 ldc: ldc as i32,
                 splits: splits as i32,
+                flags: 0,
             };
             let cfg = LaunchConfig {
                 grid_dim: (grid_x, rows.div_ceil(bm) as u32, splits as u32),
@@ -642,6 +707,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
             // take DRAM bandwidth from this one (H200, the 16-row tile at M = 16: 19.2 -> 22.0 us at
             // 8192 x 8192 with it on, 28.3 -> 30.8 us at 28672 x 4096).
             if self.pdl.load(std::sync::atomic::Ordering::Relaxed) && t.ctas_per_sm <= 2 {
+                let ctas = grid_x as usize * rows.div_ceil(bm) * splits;
+                let early = match self.pdl_early.load(std::sync::atomic::Ordering::Relaxed) {
+                    0 => t.tile.block_m <= 8 && ctas > self.sms,
+                    mode => mode == 1,
+                };
+                let mut params = params;
+                params.flags = i32::from(early);
                 // SAFETY: as below; `params` outlives the call (the driver copies kernel arguments).
                 unsafe { launch_programmatic(stream, &t.func, cfg, &params) }.map_err(|e| {
                     Error::Driver {
@@ -664,6 +736,46 @@ impl<A: Element, C: Element> Gemm<A, C> {
         }
         Ok(())
     }
+}
+
+/// The TMA tensor map of A for a `wgmma` tile (`cuda/humming/loader.cuh`, `load_a_tma`): a 2-D tensor
+/// of 16-bit elements at device address `a` (16-byte aligned), dims `{k, rows}` (K innermost), rows
+/// `lda * 2` bytes apart (a multiple of 16), boxes of 64 x `block_m` elements written to shared memory
+/// in the 128-byte swizzle (rows of 128 bytes whose 16-byte chunks are XOR-ed with row % 8, the layout
+/// the `wgmma` descriptor reads), zero fill outside the tensor. Checked by `run_strided` beforehand:
+/// alignment, `lda % 8 == 0`, `lda >= k`. Errors: the driver's `cuTensorMapEncodeTiled` result.
+fn encode_a_map(
+    a: u64,
+    rows: usize,
+    k: usize,
+    lda: usize,
+    block_m: u32,
+) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let dims: [u64; 2] = [k as u64, rows as u64];
+    let strides: [u64; 1] = [(lda * 2) as u64];
+    let boxes: [u32; 2] = [64, block_m];
+    let element_strides: [u32; 2] = [1, 1];
+    // SAFETY: every pointer refers to a live local of the size the driver reads (rank 2); the call
+    // only encodes `map` on the host.
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            2,
+            a as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()?;
+    Ok(map.opaque)
 }
 
 /// Launches `func(params)` on `stream` with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`
@@ -770,6 +882,22 @@ pub fn choose_splits(
         .rev()
         .find(|&s| tiles * s <= slots)
         .unwrap_or(1)
+}
+
+/// Among `candidates` (tile index, CTAs of the launch including its K splits, CTAs the GPU holds at
+/// once), in order: the first whose CTAs fit one wave, else the last; `None` for an empty list.
+///
+/// Used to choose between tiles of one `block_m`: e.g. the 16-row tiles (16, 128, 256) with 8 warps
+/// (one CTA per SM) and (16, 128, 128) with 4 warps (three per SM). On the H200 (W4A16 g128, M = 16)
+/// the first takes 17.2 / 15.6 / 7.9 us at 8192 x 8192 / 4096 x 14336 / 4096 x 4096 (one wave)
+/// against 18.3 / 18.1 / 10.2 us, but 29.1 us against 26.1 at 28672 x 4096, where its 224 CTAs need
+/// two waves.
+pub fn first_single_wave(candidates: &[(usize, usize, usize)]) -> Option<usize> {
+    candidates
+        .iter()
+        .find(|&&(_, ctas, slots)| ctas <= slots)
+        .or(candidates.last())
+        .map(|&(i, _, _)| i)
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest

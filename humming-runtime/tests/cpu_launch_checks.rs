@@ -1,7 +1,7 @@
 //! Launch argument checks (no GPU needed): every check returns a typed error naming its argument.
 
 use humming_runtime::Error;
-use humming_runtime::cuda::{LaunchShape, check_launch, select_tile_index};
+use humming_runtime::cuda::{LaunchShape, check_launch, first_single_wave, select_tile_index};
 use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
 
 fn spec(fields: &str) -> KernelSpec {
@@ -275,4 +275,17 @@ fn split_k_balances_the_multiprocessors() {
     assert_eq!(choose_splits(&wg, 0, 0, 0, 0, 0), 1);
     // Degenerate inputs do not panic.
     assert_eq!(choose_splits(&t, 0, 0, 0, 0, 0), 1);
+}
+
+/// Between tiles of one block M: the first whose launch (CTAs including K splits) fits one wave of
+/// resident CTAs, else the last.
+#[test]
+fn single_wave_choice() {
+    // (index, CTAs of the launch, CTAs resident at once on the GPU)
+    assert_eq!(first_single_wave(&[(1, 128, 132), (2, 256, 396)]), Some(1));
+    assert_eq!(first_single_wave(&[(1, 132, 132), (2, 256, 396)]), Some(1));
+    assert_eq!(first_single_wave(&[(1, 224, 132), (2, 224, 396)]), Some(2));
+    assert_eq!(first_single_wave(&[(1, 500, 132), (2, 800, 396)]), Some(2));
+    assert_eq!(first_single_wave(&[(4, 500, 132)]), Some(4));
+    assert_eq!(first_single_wave(&[]), None);
 }

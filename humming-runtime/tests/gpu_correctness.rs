@@ -474,7 +474,8 @@ fn gpu_batch_invariance() {
 /// eight GEMMs x_{i+1} = x_i * W_i^T on one `Gemm` (so consecutive launches share its split-K
 /// workspace and tickets), with programmatic dependent launch on (the default on compute capability
 /// 9.0+: each kernel starts streaming its weights before the previous one ends and must wait for it
-/// before reading A or touching the workspace) and off. Every link is checked against the f64
+/// before reading A or touching the workspace), on with every kernel letting the next one start at its
+/// own start (`set_early_dependent_trigger(Some(true))`), and off. Every link is checked against the f64
 /// reference computed from the previous link's output as the GPU wrote it; all buffers start poisoned.
 #[test]
 fn gpu_dependent_launches() {
@@ -494,8 +495,9 @@ fn gpu_dependent_launches() {
         })
         .collect();
     let dws: Vec<_> = ws.iter().map(|w| gemm.upload(w).expect("upload")).collect();
-    for pdl in [true, false] {
+    for (pdl, early) in [(true, None), (true, Some(true)), (false, None)] {
         gemm.set_programmatic_launch(pdl);
+        gemm.set_early_dependent_trigger(early);
         for (m, splits) in [(1, Some(4)), (16, None), (100, Some(2)), (1, Some(1))] {
             gemm.set_splits(splits);
             gemm.reserve(m, n, n).expect("reserve");
@@ -523,7 +525,7 @@ fn gpu_dependent_launches() {
                 let got: Vec<f64> = host[i + 1].iter().map(|v| v.to_f64()).collect();
                 if let Some(at) = got.iter().position(|v| !v.is_finite()) {
                     panic!(
-                        "pdl {pdl} M {m}: link {i}: C[{}, {}] not written",
+                        "pdl {pdl} (early {early:?}) M {m}: link {i}: C[{}, {}] not written",
                         at / n,
                         at % n
                     );
@@ -532,13 +534,13 @@ fn gpu_dependent_launches() {
                 let e = humming_runtime::relative_error(&got, &want);
                 assert!(
                     e <= 1e-2,
-                    "pdl {pdl} M {m} splits {splits:?}: link {i}: relative error {e:.3e}"
+                    "pdl {pdl} (early {early:?}) M {m} splits {splits:?}: link {i}: relative error {e:.3e}"
                 );
             }
         }
     }
     println!(
-        "{name}: 8-link chains, M 1 / 16 / 100, split-K 1-4, programmatic launch on and off: every link ok"
+        "{name}: 8-link chains, M 1 / 16 / 100, split-K 1-4, programmatic launch on (trigger by rule and at kernel start) and off: every link ok"
     );
 }
 

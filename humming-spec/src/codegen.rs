@@ -10,7 +10,7 @@ use crate::model::*;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-2";
+pub const GENERATOR_VERSION: &str = "humming-codegen-3";
 
 /// The reusable CUDA headers, as `(relative path, contents)`. The build helper writes them next to the
 /// generated sources; the runtime hands them to NVRTC.
@@ -48,7 +48,8 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// Default tile configurations when a declaration fixes none, picked at run time by M (the smallest
 /// `block_m` that covers M wins; among equals a `wgmma` tile where the GPU has it). The 8- and 16-row
 /// tiles run the "swap AB" `mma.sync` path (weights as the mma's A operand, group scales on the f32
-/// accumulators; see `gemm.cuh`). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
+/// accumulators; see `gemm.cuh`); of the two 16-row tiles the runtime takes the one of 8 warps
+/// (256 deep, one CTA per SM) when its launch fits one wave, else the one of 4 warps. When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
 /// 32 and 64 rows over 256 channels (two warpgroups along K), 128 rows over 128 channels (warps of 32
 /// channels); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere. Chosen from sweeps on the
 /// H200 (`examples/tune.rs`, PERFORMANCE.md).
@@ -65,6 +66,7 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     };
     let mut tiles = vec![
         t(8, 128, 256, 8, 64, 3, Mma::Sync),
+        t(16, 128, 256, 16, 64, 3, Mma::Sync),
         t(16, 128, 128, 16, 64, 4, Mma::Sync),
         t(32, 128, 128, 32, 64, 4, Mma::Sync),
         t(64, 128, 128, 32, 64, 4, Mma::Sync),
@@ -132,7 +134,8 @@ pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
 pub const WGMMA_STAGE_ALIGN: u32 = 1024;
 
 /// Static shared memory of every kernel, in bytes, on top of [`smem_bytes`]: the split-K flag and one
-/// 8-byte mbarrier per stage (ptxas reports 128 bytes). A CTA's static plus dynamic shared memory must
+/// 8-byte mbarrier per stage, two per stage for `wgmma` tiles (at most 6 stages: 100 bytes; the CUDA
+/// side asserts the bound). A CTA's static plus dynamic shared memory must
 /// stay within the GPU's per-block limit (227 KiB on the H100/H200).
 pub const STATIC_SMEM_BYTES: u32 = 128;
 
@@ -286,7 +289,7 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         );
         let _ = writeln!(
             s,
-            "{}(const humming::GemmParams params) {{",
+            "{}(const __grid_constant__ humming::GemmParams params) {{",
             entry_name(spec, i)
         );
         let _ = writeln!(s, "  humming::Gemm<Quant, {tile}>::run(params);");
