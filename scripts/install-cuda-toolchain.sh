@@ -16,7 +16,7 @@ want_env=0
 find_root() { ls -d "$dir"/venv/lib/python3*/site-packages/nvidia/cu13 2>/dev/null | head -n 1; }
 root="$(find_root || true)"
 if [ -z "$root" ] || [ ! -x "$root/bin/nvcc" ]; then
-  echo "installing nvcc 13.0.88 from PyPI into $dir (about 300 MB, once)" >&2
+  echo "installing nvcc 13.0.88 from PyPI into $dir (about 520 MB on disk, once)" >&2
   mkdir -p "$dir"
   python3 -m venv "$dir/venv"
   "$dir/venv/bin/python" -m pip install -q --disable-pip-version-check \

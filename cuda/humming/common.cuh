@@ -59,6 +59,7 @@ struct GemmParams {
   int splits;
   int flags;
 };
+static_assert(sizeof(GemmParams) == 256 && alignof(GemmParams) == 64, "GemmParams must match the Rust struct");
 constexpr int kFlagEarlyTrigger = 1;
 
 // Everything about the number formats of one kernel.

@@ -8,8 +8,9 @@
 // mma.sync m16n8k16 with f32 accumulation. Warps along K are reduced through shared memory; the
 // epilogue applies the channel scale, bias and fused activation in f32 and writes C rows < M only.
 //
-// wgmma tiles (Hopper, Tl::kWgmma): warps (K, N) = (BK/64, 4), each group of four warps along N is one
-// warpgroup over 4 x WN channels and all BM rows. Per k16 slab each warp dequantizes its WN channels
+// wgmma tiles (Hopper, Tl::kWgmma): warps (K, N) = (BK/64, BN/WN), BN/WN = 4 or 8; each group of four
+// warps along N is one warpgroup over 4 x WN channels and all BM rows (two warpgroups along N share the
+// A tile). Per k16 slab each warp dequantizes its WN channels
 // (a whole 64-channel unit, or one half of it: two warps share a unit) into WN/16 A fragments exactly
 // as the swap-AB mma.sync path does, and the warpgroup issues WN/16 wgmma.m64nBMk16 (one per 16-channel
 // slice mt: rows 16w..16w+15 of wgmma mt come from warp w) with the A tile in shared memory as the B
@@ -192,8 +193,9 @@ struct Gemm {
     using Loader = StageLoader<Q, Tl, kThreads>;
     Loader loader(p, m0, n0, it_begin * Tl::BK);
     const u32 sbase = kWgmma ? (smem_addr(smem) + kAlignSlack - 1) & ~static_cast<u32>(kAlignSlack - 1) : smem_addr(smem);
-    // Loader::kBulk (sm_90+): one mbarrier per stage, completed by the stage's kCopies bulk copies; the n-th
-    // use of a stage completes its barrier's phase n, waited on with parity n % 2 (`phase`).
+    // Loader::kBulk (sm_90+): one mbarrier per stage, completed by the stage's kCopies bulk copies (and, with
+    // kTma, the A tile's TMA boxes: kCopies + 1 arrivals); the n-th use of a stage completes its barrier's
+    // phase n, waited on with parity n % 2 (`phase`).
     // kTma: a second ring, `empty_bars`: the n-th use of a stage is released when lane 0 of every warp
     // has arrived (its shared loads and wgmma reads of the stage are done), completing phase n.
     __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
@@ -273,6 +275,8 @@ struct Gemm {
       write_stage = write_stage == Tl::STAGES - 1 ? 0 : write_stage + 1;
       const int k0 = (it_begin + it) * Tl::BK;
       // wgmma: every warp of the warpgroup takes part (channels past N are zero-filled and never stored).
+      // A warp skips only in the last BK step of K (K is a multiple of 64), where nothing is refilled:
+      // kTma's stage hand-off relies on it (a skipping warp does not release a stage).
       if ((!kWgmma && !n_valid) || k0 + kw * 64 >= p.k) continue;
       const u32 unit = st + L::kBOffset + (kw * L::kWarpsN + unit_n) * L::kUnitBytes;
       const u32 a_tile = st + L::kAOffset + kw * (Tl::BM * 128);
@@ -406,8 +410,9 @@ struct Gemm {
     if constexpr (!kTma) cp_async_wait<0>();
     if constexpr (kWgmma) wgmma_wait<0>();
     // The next kernel may start (and stream its first weights) once every CTA here is past its main
-    // loop: triggered earlier, its CTAs took free slots and DRAM bandwidth from this kernel's (M = 16 on
-    // the H200: 19.1 -> 21.3 us at 8192 x 8192).
+    // loop, unless kFlagEarlyTrigger already let it at the start (the runtime sets it for 8-row tiles
+    // whose launch has more CTAs than SMs; for the 16-row tile an early trigger took free slots and DRAM
+    // bandwidth from this kernel's CTAs: 19.1 -> 21.3 us at 8192 x 8192, M = 16, on the H200).
     grid_launch_dependents();
 
     // Reduce the warps along K through shared memory (the pipeline buffers are free now).

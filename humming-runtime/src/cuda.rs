@@ -78,7 +78,12 @@ pub struct GemmParams {
     flags: i32,
 }
 
-// SAFETY: plain #[repr(C)] data of integers, identical in layout to the CUDA struct.
+// The CUDA struct (`cuda/humming/common.cuh`) asserts the same size and alignment.
+const _: () =
+    assert!(std::mem::size_of::<GemmParams>() == 256 && std::mem::align_of::<GemmParams>() == 64);
+
+// SAFETY: plain #[repr(C, align(64))] data of integers, identical in layout to the CUDA struct (field
+// by field; size and alignment asserted on both sides).
 unsafe impl DeviceRepr for GemmParams {}
 
 /// How a kernel's module was obtained.
@@ -329,7 +334,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Turns programmatic dependent launch on (the default on compute capability 9.0 and newer; a no-op
     /// elsewhere) or off. With it on, each launch of a tile of which at most two CTAs fit on a
-    /// multiprocessor (every default tile but the 16-row one) carries `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`:
+    /// multiprocessor (every default tile but the 4-warp 16-row one) carries `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`:
     /// the kernel may start while the kernel queued before it on the stream is still running, and
     /// streams its first stages of weights (which no kernel writes) while it waits, in
     /// `griddepcontrol.wait`, for that kernel to complete before it touches A, C or the split-K workspace.
@@ -373,8 +378,14 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
     /// `[n, k]` weight, so that no allocation happens later (needed before capturing launches into a
     /// CUDA graph). The workspace grows to the largest need over those M (computed on the host, one
-    /// allocation at most).
+    /// allocation at most). Errors: `max_m`, `n` or `k` of 2^31 or more ([`Error::InvalidArgument`]),
+    /// or the allocation failing.
     pub fn reserve(&self, max_m: usize, n: usize, k: usize) -> Result<()> {
+        for (name, v) in [("max_m", max_m), ("n", n), ("k", k)] {
+            if v > i32::MAX as usize {
+                return Err(invalid(name, format!("{name} = {v} is 2^31 or more")));
+            }
+        }
         let (mut floats, mut tiles) = (0, 0);
         for m in 1..=max_m.max(1) {
             let t = self.tiles[self.select_index(m, n, k)].tile;
@@ -518,12 +529,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 l.tile.block_m == f.block_m && (l.tile.mma == Mma::Wgmma) == (f.mma == Mma::Wgmma)
             })
             .map(|(i, l)| {
-                let grid = n.div_ceil(l.tile.block_n.max(1) as usize)
-                    * m.div_ceil(l.tile.block_m.max(1) as usize);
+                let grid = n
+                    .div_ceil(l.tile.block_n.max(1) as usize)
+                    .saturating_mul(m.div_ceil(l.tile.block_m.max(1) as usize));
                 (
                     i,
-                    grid * self.splits_for(&l.tile, m, n, k),
-                    self.sms * l.ctas_per_sm,
+                    grid.saturating_mul(self.splits_for(&l.tile, m, n, k)),
+                    self.sms.saturating_mul(l.ctas_per_sm),
                 )
             })
             .collect();
@@ -835,10 +847,13 @@ struct Workspace {
 /// f32 partials and tickets the split-K workspace needs for one launch: `splits` partial tiles of
 /// `block_m x block_n` per output tile, one ticket per output tile.
 fn workspace_size(t: &TileConfig, m: usize, n: usize, splits: usize) -> (usize, usize) {
-    let tiles =
-        n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize).min(65535);
+    let tiles = n
+        .div_ceil(t.block_n.max(1) as usize)
+        .saturating_mul(m.div_ceil(t.block_m.max(1) as usize).min(65535));
     (
-        splits * tiles * t.block_m as usize * t.block_n as usize,
+        splits
+            .saturating_mul(tiles)
+            .saturating_mul(t.block_m as usize * t.block_n as usize),
         tiles,
     )
 }
@@ -868,19 +883,21 @@ pub fn choose_splits(
     sms: usize,
     ctas_per_sm: usize,
 ) -> usize {
-    let tiles = n.div_ceil(t.block_n.max(1) as usize) * m.div_ceil(t.block_m.max(1) as usize);
+    let tiles = n
+        .div_ceil(t.block_n.max(1) as usize)
+        .saturating_mul(m.div_ceil(t.block_m.max(1) as usize));
     let steps = k.div_ceil(t.block_k.max(1) as usize);
     if tiles == 0 || steps == 0 {
         return 1;
     }
-    let slots = sms.max(1) * ctas_per_sm.clamp(1, 2);
+    let slots = sms.max(1).saturating_mul(ctas_per_sm.clamp(1, 2));
     let mut max_s = 16.min(steps / 4).min(k / 1024);
     if t.mma != Mma::Wgmma {
         max_s = max_s.min(k / 64 / m.max(1));
     }
     (1..=max_s.max(1))
         .rev()
-        .find(|&s| tiles * s <= slots)
+        .find(|&s| tiles.saturating_mul(s) <= slots)
         .unwrap_or(1)
 }
 

@@ -243,6 +243,11 @@ fn split_k_balances_the_multiprocessors() {
     assert_eq!(choose_splits(&wide, 1, 8192, 8192, 132, 3), 4);
     // Enough tiles already: no split.
     assert_eq!(choose_splits(&t, 1, 65536, 4096, 132, 3), 1);
+    // Sizes far past anything launchable: no overflow, no split.
+    assert_eq!(
+        choose_splits(&t, usize::MAX / 2, usize::MAX / 2, 1 << 20, usize::MAX, 2),
+        1
+    );
     assert_eq!(choose_splits(&t, 4096, 8192, 8192, 132, 3), 1);
     // At least 4 BK steps and 1024 of K per split, never more than 16.
     assert_eq!(choose_splits(&t, 1, 64, 576, 132, 3), 1);
