@@ -1112,9 +1112,7 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
             .filter(|r| r.kernel == *kname)
             .filter_map(|r| r.ours_over_humming)
             .collect();
-        if !ratios.is_empty() {
-            let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
-            let wins = ratios.iter().filter(|&&r| r < 1.0).count();
+        if let Some((geo, wins)) = geomean_and_wins(&ratios) {
             writeln!(
                 md,
                 "\n{kname}: geometric mean of ours / humming-kernels = {geo:.3} over {} cases; ours faster in {wins}.",
@@ -1125,9 +1123,7 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
                 .filter(|r| r.kernel == *kname)
                 .filter_map(|r| Some(r.ours_no_pdl_us? / r.humming_us?))
                 .collect();
-            if !plain.is_empty() {
-                let geo = (plain.iter().map(|r| r.ln()).sum::<f64>() / plain.len() as f64).exp();
-                let wins = plain.iter().filter(|&&r| r < 1.0).count();
+            if let Some((geo, wins)) = geomean_and_wins(&plain) {
                 writeln!(
                     md,
                     "{kname}, without PDL: geometric mean of ours / humming-kernels = {geo:.3} over {} cases; ours faster in {wins}.",
@@ -1426,4 +1422,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Geometric mean of time ratios (ours / reference) and how many are below 1 (ours faster); `None`
+/// for no ratios.
+fn geomean_and_wins(ratios: &[f64]) -> Option<(f64, usize)> {
+    if ratios.is_empty() {
+        return None;
+    }
+    let geo = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    Some((geo, ratios.iter().filter(|&&r| r < 1.0).count()))
 }

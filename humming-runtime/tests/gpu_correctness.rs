@@ -61,6 +61,16 @@ fn gpu() -> Option<Arc<cudarc::driver::CudaStream>> {
     }
 }
 
+/// The GPU's stream, or `None` after printing `skipped: <name> (no GPU)` (to stderr, past libtest's
+/// output capture, so that the skip is visible in every run).
+fn gpu_or_skip(name: &str) -> Option<Arc<cudarc::driver::CudaStream>> {
+    let stream = gpu();
+    if stream.is_none() {
+        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+    }
+    stream
+}
+
 fn quick() -> bool {
     std::env::var("HUMMING_GPU_QUICK").is_ok_and(|v| v == "1")
 }
@@ -278,9 +288,7 @@ fn check_config(
 fn matrix_for(bits: u32, dtype: usize) {
     let a_name = ["f16", "bf16"][dtype];
     let name = format!("gpu_matrix_w{bits}_{a_name}");
-    let Some(stream) = gpu() else {
-        // Written past libtest's output capture so that the skip is visible in every run.
-        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+    let Some(stream) = gpu_or_skip(&name) else {
         return;
     };
     let mut rng = Rng::new(seed() ^ bits as u64);
@@ -400,8 +408,7 @@ fn gpu_matrix_w8_bf16() {
 #[test]
 fn gpu_batch_invariance() {
     let name = "gpu_batch_invariance";
-    let Some(stream) = gpu() else {
-        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+    let Some(stream) = gpu_or_skip(&name) else {
         return;
     };
     let mut rng = Rng::new(seed());
@@ -447,18 +454,16 @@ fn gpu_batch_invariance() {
                 }
             }
             // The values themselves: row 0 against the f64 reference.
-            let w_ref = w.dequantize();
-            let (mut num, mut den) = (0f64, 0f64);
-            for col in 0..n {
-                let want: f64 = (0..k)
-                    .map(|i| a_host[i].to_f64() * w_ref[col * k + i])
-                    .sum();
-                let got = f16::from_bits(all16[col]).to_f64();
-                assert!(got.is_finite(), "{tile}: C[0, {col}] not written");
-                num += (got - want) * (got - want);
-                den += want * want;
+            let a0: Vec<f64> = a_host[..k].iter().map(|v| v.to_f64()).collect();
+            let got: Vec<f64> = all16[..n]
+                .iter()
+                .map(|&b| f16::from_bits(b).to_f64())
+                .collect();
+            if let Some(col) = got.iter().position(|v| !v.is_finite()) {
+                panic!("{tile}: C[0, {col}] not written");
             }
-            let e = (num / den).sqrt();
+            let want = humming_runtime::reference_gemm(&w, &a0, 1, None).expect("reference");
+            let e = humming_runtime::relative_error(&got, &want);
             assert!(
                 e <= 1e-2,
                 "{tile} splits {splits:?}: relative error {e:.3e}"
@@ -480,8 +485,7 @@ fn gpu_batch_invariance() {
 #[test]
 fn gpu_dependent_launches() {
     let name = "gpu_dependent_launches";
-    let Some(stream) = gpu() else {
-        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+    let Some(stream) = gpu_or_skip(&name) else {
         return;
     };
     let mut rng = Rng::new(seed());
@@ -550,8 +554,7 @@ fn gpu_dependent_launches() {
 #[test]
 fn gpu_long_groups() {
     let name = "gpu_long_groups";
-    let Some(stream) = gpu() else {
-        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+    let Some(stream) = gpu_or_skip(&name) else {
         return;
     };
     let mut rng = Rng::new(seed());
@@ -599,8 +602,7 @@ fn gpu_long_groups() {
 /// than compute capability 9.0.
 fn tile_kind(index: usize, tile: &str, wgmma: bool) {
     let name = format!("gpu_tile_kind_{index}");
-    let Some(stream) = gpu() else {
-        let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU)");
+    let Some(stream) = gpu_or_skip(&name) else {
         return;
     };
     if wgmma && stream.context().compute_capability().ok() != Some((9, 0)) {
