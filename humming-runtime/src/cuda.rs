@@ -690,6 +690,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
             } else {
                 [0; 16]
             };
+            // Not for tiles of which more than two CTAs fit on a multiprocessor: the split rule never
+            // places more than two, so the next kernel's CTAs would start early in the free slots and
+            // take DRAM bandwidth from this one (H200, the 16-row tile at M = 16: 19.2 -> 22.0 us at
+            // 8192 x 8192 with it on, 28.3 -> 30.8 us at 28672 x 4096).
+            let pdl = self.pdl.load(std::sync::atomic::Ordering::Relaxed) && t.ctas_per_sm <= 2;
+            let ctas = grid_x as usize * rows.div_ceil(bm) * splits;
+            let early = pdl
+                && match self.pdl_early.load(std::sync::atomic::Ordering::Relaxed) {
+                    0 => t.tile.block_m <= 8 && ctas > self.sms,
+                    mode => mode == 1,
+                };
             let params = GemmParams {
                 a_map,
                 a: a_rows,
@@ -706,7 +717,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 lda: lda as i32,
                 ldc: ldc as i32,
                 splits: splits as i32,
-                flags: 0,
+                flags: i32::from(early),
             };
             let cfg = LaunchConfig {
                 grid_dim: (grid_x, rows.div_ceil(bm) as u32, splits as u32),
@@ -714,18 +725,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 shared_mem_bytes: t.smem,
             };
             let context = || format!("launching {} ({})", self.name, t.tile);
-            // Not for tiles of which more than two CTAs fit on a multiprocessor: the split rule never
-            // places more than two, so the next kernel's CTAs would start early in the free slots and
-            // take DRAM bandwidth from this one (H200, the 16-row tile at M = 16: 19.2 -> 22.0 us at
-            // 8192 x 8192 with it on, 28.3 -> 30.8 us at 28672 x 4096).
-            if self.pdl.load(std::sync::atomic::Ordering::Relaxed) && t.ctas_per_sm <= 2 {
-                let ctas = grid_x as usize * rows.div_ceil(bm) * splits;
-                let early = match self.pdl_early.load(std::sync::atomic::Ordering::Relaxed) {
-                    0 => t.tile.block_m <= 8 && ctas > self.sms,
-                    mode => mode == 1,
-                };
-                let mut params = params;
-                params.flags = i32::from(early);
+            if pdl {
                 // SAFETY: as below; `params` outlives the call (the driver copies kernel arguments).
                 unsafe { launch_programmatic(stream, &t.func, cfg, &params) }.map_err(|e| {
                     Error::Driver {
