@@ -444,40 +444,31 @@ struct Gemm {
       }
     }
 
-    // Split-K: publish this split's partial tile (row-major [BM][BN] f32, rows < M only); the last
-    // split to finish the tile sums all partials in split order with every thread of the CTA
-    // (16-byte loads, all splits in flight) and writes C itself.
+    // Split-K: every accumulating thread publishes its accumulators as they lie in its registers
+    // (fragment-major: float4 q of thread t at (q * kAccThreads + t) * 4, coalesced 16-byte stores);
+    // the last split to finish the tile loads every split's partial back into the same registers,
+    // adding them in split order (0 + p0 + p1 + ..., bit-identical whichever split is last), and
+    // writes C through the ordinary epilogue below. Each thread's loads of one split are independent,
+    // so the tail costs about one L2 round trip per split, not one per 4 output values.
     if (p.splits > 1) {
       __shared__ int s_last;
+      constexpr int kAccThreads = kWarpsM * kWarpsN * 32;  // threads holding accumulators (kw == 0)
+      constexpr int kTileFloats = Tl::BM * Tl::BN;
+      static_assert(kAccThreads * kMTiles * kAccN * 4 == kTileFloats, "a partial tile is exactly the accumulators");
       const int tile = blockIdx.y * gridDim.x + blockIdx.x;
       const int tiles = gridDim.x * gridDim.y;
-      constexpr int kTileFloats = Tl::BM * Tl::BN;
       const long long split_stride = static_cast<long long>(tiles) * kTileFloats;
-      float* ws_tile = p.workspace + static_cast<long long>(tile) * kTileFloats;
-      if (kw == 0 && n_valid && kSwapAB) {
-        float* ws = ws_tile + split * split_stride;
-#pragma unroll
-        for (int i = 0; i < kAccN; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int row = wm * Tl::WM + swapped_row(i, j, lane);
-            const int col = wn * Tl::WN + swapped_col(i, j, lane);
-            if (m0 + row < p.m) __stcg(ws + row * Tl::BN + col, acc[0][i][j]);
-          }
-      } else if (kw == 0 && n_valid) {
-        float* ws = ws_tile + split * split_stride;
+      const int t = threadIdx.x;  // < kAccThreads when kw == 0
+      float4* ws_tile = reinterpret_cast<float4*>(p.workspace + static_cast<long long>(tile) * kTileFloats) + t;
+      if (kw == 0 && n_valid) {
+        float4* ws = ws_tile + split * (split_stride / 4);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int row = wm * Tl::WM + plain_row(mt, h, lane);
-              const int col = wn * 64 + plain_col(nt, lane);
-              if (m0 + row < p.m) {
-                __stcg(reinterpret_cast<float2*>(ws + row * Tl::BN + col), make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]));
-              }
-            }
+          for (int nt = 0; nt < kAccN; ++nt) {
+            const float(&a)[4] = acc[mt][nt];
+            __stcg(ws + (mt * kAccN + nt) * kAccThreads, make_float4(a[0], a[1], a[2], a[3]));
+          }
       }
       __threadfence();
       __syncthreads();
@@ -485,34 +476,29 @@ struct Gemm {
       __syncthreads();
       if (!s_last) return;
       __threadfence();
-      const int rows = min(Tl::BM, p.m - m0);
-      constexpr int kQuads = Tl::BN / 4;
-      u32* c = static_cast<u32*>(p.c);
-      for (int i = threadIdx.x; i < rows * kQuads; i += kThreads) {
-        const int row = i / kQuads, col = (i % kQuads) * 4;
-        if (n0 + col >= p.n) continue;
-        const float* src = ws_tile + row * Tl::BN + col;
-        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        int s = 0;
-        for (; s + 4 <= p.splits; s += 4) {
-          float4 v[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u) v[u] = __ldcg(reinterpret_cast<const float4*>(src + (s + u) * split_stride));
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            sum.x += v[u].x; sum.y += v[u].y; sum.z += v[u].z; sum.w += v[u].w;
-          }
-        }
-        for (; s < p.splits; ++s) {
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(src + s * split_stride));
-          sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
-        }
-        const long long at = (static_cast<long long>(m0 + row) * p.ldc + n0 + col) >> 1;
-        c[at] = finish_pair<Q>(sum.x, sum.y, p, n0 + col);
-        c[at + 1] = finish_pair<Q>(sum.z, sum.w, p, n0 + col + 2);
-      }
       if (threadIdx.x == 0) p.locks[tile] = 0;
-      return;
+      if (kw != 0 || !n_valid) return;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kAccN; ++nt)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+      for (int s = 0; s < p.splits; ++s) {
+        const float4* src = ws_tile + s * (split_stride / 4);
+        float4 v[kMTiles][kAccN];
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kAccN; ++nt) v[mt][nt] = __ldcg(src + (mt * kAccN + nt) * kAccThreads);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kAccN; ++nt) {
+            float(&a)[4] = acc[mt][nt];
+            a[0] += v[mt][nt].x; a[1] += v[mt][nt].y; a[2] += v[mt][nt].z; a[3] += v[mt][nt].w;
+          }
+      }
     }
     if (kw != 0 || !n_valid) return;
 
