@@ -46,6 +46,10 @@ struct Args {
     /// capability 9.0+ for tiles of which at most two CTAs fit per SM).
     #[arg(long)]
     no_pdl: bool,
+    /// Sum K splits through the global workspace instead of a thread-block cluster
+    /// (`Gemm::set_cluster_split_k(false)`).
+    #[arg(long)]
+    no_cluster: bool,
     /// Where programmatic dependent launch lets the next launch start (`Gemm::set_early_dependent_trigger`):
     /// `auto` (the runtime's rule), `early` (kernel start) or `late` (after the main loop).
     #[arg(long, default_value = "auto")]
@@ -145,6 +149,9 @@ fn main() -> Res<()> {
             if args.no_pdl {
                 gemm.set_programmatic_launch(false);
             }
+            if args.no_cluster {
+                gemm.set_cluster_split_k(false);
+            }
             gemm.set_early_dependent_trigger(match args.pdl_trigger.as_str() {
                 "early" => Some(true),
                 "late" => Some(false),
@@ -180,8 +187,15 @@ fn main() -> Res<()> {
                     })?;
                     let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
                     let (t, splits) = gemm.plan(m, n, k);
+                    let reduce = if splits == 1 {
+                        ""
+                    } else if gemm.uses_cluster(m, n, k) {
+                        "cluster"
+                    } else {
+                        "global"
+                    };
                     println!(
-                        "{n:>6}x{k:<6} M={m:<5} {t} splits={splits:<2} {us:8.2} us  floor {floor:6.2} us  {:5.1}% of floor",
+                        "{n:>6}x{k:<6} M={m:<5} {t} splits={splits:<2} {reduce:<7} {us:8.2} us  floor {floor:6.2} us  {:5.1}% of floor",
                         floor / us * 100.0
                     );
                 }

@@ -61,6 +61,9 @@ struct GemmParams {
 };
 static_assert(sizeof(GemmParams) == 256 && alignof(GemmParams) == 64, "GemmParams must match the Rust struct");
 constexpr int kFlagEarlyTrigger = 1;
+// The launch is a thread-block cluster of the K splits of each output tile (cluster dims 1 x 1 x splits,
+// splits <= 8): the splits reduce through distributed shared memory (gemm.cuh, staged epilogue).
+constexpr int kFlagClusterSplitK = 2;
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_, bool kBias_,
@@ -154,6 +157,33 @@ __device__ __forceinline__ void grid_launch_dependents() {
 #if HUMMING_HAS_BULK
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+
+// Thread-block clusters (sm_90+, PTX ISA 7.8). cluster_sync: every thread of every CTA of the cluster
+// arrives (release) and waits (acquire), so shared-memory writes before it are visible to the cluster's
+// CTAs after it. map_rank: the shared::cluster address of `addr` (this CTA's shared memory) in the CTA
+// of cluster rank `rank`; ld_cluster_f4 reads 16 bytes there.
+__device__ __forceinline__ void cluster_sync() {
+#if HUMMING_HAS_BULK
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {
+  u32 r = addr;
+#if HUMMING_HAS_BULK
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+#endif
+  return r;
+}
+__device__ __forceinline__ float4 ld_cluster_f4(u32 addr) {
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if HUMMING_HAS_BULK
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+#endif
+  return v;
 }
 
 // Initialises the mbarrier at shared-space address `bar` for `count` arrivals per phase; then

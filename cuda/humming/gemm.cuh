@@ -92,6 +92,14 @@ struct Gemm {
   // wgmma: room to start the stages on a L::kStageAlign (1024-byte) boundary.
   static constexpr int kAlignSlack = kWgmma ? L::kStageAlign : 0;
   static constexpr int kSmemBytes = (kPipelineBytes > kReduceBytes ? kPipelineBytes : kReduceBytes) + kAlignSlack;
+  // Staged epilogue (wgmma tiles whose f32 tile fits the dynamic shared memory): the accumulators go
+  // to shared memory as a [BM][BN + 4] f32 tile (+4 floats per row: the fragment stores hit 32 distinct
+  // banks), then every thread writes 8 channels of a row of C at once (one 16-byte store when C allows).
+  // With kFlagClusterSplitK the K splits of a tile are one cluster and each CTA sums 1 / splits of the
+  // rows over the splits' shared tiles (distributed shared memory), in split order.
+  static constexpr int kStageLd = Tl::BN + 4;
+  static constexpr int kMaxClusterSplits = 8;  // portable cluster size
+  static constexpr bool kStaged = kWgmma && Tl::BM * kStageLd * 4 <= kSmemBytes;
   static_assert(kThreads <= 1024, "too many threads per CTA");
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
@@ -144,6 +152,76 @@ struct Gemm {
         in.zw[i] = ch_z[i];
       }
     }
+  }
+
+  // The staged epilogue (kStaged): `holds` = this thread's accumulators are part of the tile (kw == 0,
+  // channels below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
+  // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
+  __device__ __forceinline__ static void staged_epilogue(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
+                                                         bool holds, int wm, int wn, int lane, int m0, int n0, int rank,
+                                                         int ranks) {
+    extern __shared__ __align__(128) char smem[];
+    __syncthreads();  // the pipeline buffers (and the K-warp reduction's) are free
+    if (holds) {
+#pragma unroll
+      for (int i = 0; i < kAccN; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          reinterpret_cast<float*>(smem)[(wm * Tl::WM + swapped_row(i, j, lane)) * kStageLd + wn * Tl::WN + swapped_col(i, j, lane)] = acc[0][i][j];
+    }
+    if (ranks > 1) {
+      cluster_sync();
+    } else {
+      __syncthreads();
+    }
+    const int rows = min(Tl::BM, p.m - m0);
+    constexpr int kChunks = Tl::BN / 8;  // 8 channels each
+    const bool vec16 = (p.ldc % 8) == 0 && (reinterpret_cast<unsigned long long>(p.c) & 15) == 0;
+    const u32 base = smem_addr(smem);
+    u32* c = static_cast<u32*>(p.c);
+    const int my_rows = rows > rank ? (rows - rank + ranks - 1) / ranks : 0;
+    for (int it = threadIdx.x; it < my_rows * kChunks; it += kThreads) {
+      const int r = rank + (it / kChunks) * ranks;
+      const int col = (it % kChunks) * 8;
+      if (n0 + col >= p.n) continue;  // N is a multiple of 64: a chunk is all in or all out
+      const u32 at = base + 4 * (r * kStageLd + col);
+      float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (ranks == 1) {
+        const uint4 lo = lds128(at), hi = lds128(at + 16);
+        v[0] = __uint_as_float(lo.x); v[1] = __uint_as_float(lo.y); v[2] = __uint_as_float(lo.z); v[3] = __uint_as_float(lo.w);
+        v[4] = __uint_as_float(hi.x); v[5] = __uint_as_float(hi.y); v[6] = __uint_as_float(hi.z); v[7] = __uint_as_float(hi.w);
+      } else {
+        // 0 + p_0 + p_1 + ... in split order (the sums of the global-workspace path, bit for bit).
+        float4 part[2 * kMaxClusterSplits];
+#pragma unroll
+        for (int s = 0; s < kMaxClusterSplits; ++s) {
+          if (s < ranks) {
+            const u32 remote = map_rank(at, s);
+            part[2 * s] = ld_cluster_f4(remote);
+            part[2 * s + 1] = ld_cluster_f4(remote + 16);
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < kMaxClusterSplits; ++s) {
+          if (s < ranks) {
+            const float4 lo = part[2 * s], hi = part[2 * s + 1];
+            v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
+            v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
+          }
+        }
+      }
+      u32 out[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, n0 + col + 2 * q);
+      const long long at_c = (static_cast<long long>(m0 + r) * p.ldc + n0 + col) >> 1;
+      if (vec16) {
+        *reinterpret_cast<uint4*>(c + at_c) = make_uint4(out[0], out[1], out[2], out[3]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[at_c + q] = out[q];
+      }
+    }
+    if (ranks > 1) cluster_sync();  // no CTA leaves while another may still read its shared tile
   }
 
   __device__ __forceinline__ static void run(const GemmParams& p) {
@@ -444,6 +522,14 @@ struct Gemm {
       }
     }
 
+    if constexpr (kStaged) {
+      const bool cluster = p.splits > 1 && (p.flags & kFlagClusterSplitK) != 0;
+      if (p.splits == 1 || cluster) {
+        staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, cluster ? split : 0, cluster ? p.splits : 1);
+        return;
+      }
+    }
+
     // Split-K: every accumulating thread publishes its accumulators as they lie in its registers
     // (fragment-major: float4 q of thread t at (q * kAccThreads + t) * 4, coalesced 16-byte stores);
     // the last split to finish the tile loads every split's partial back into the same registers,
@@ -484,20 +570,26 @@ struct Gemm {
         for (int nt = 0; nt < kAccN; ++nt)
 #pragma unroll
           for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+      // Batches of up to 8 float4 loads in flight per thread (32 registers beside the accumulators).
+      constexpr int kQuads = kMTiles * kAccN;
+      constexpr int kBatch = kQuads < 8 ? kQuads : 8;
       for (int s = 0; s < p.splits; ++s) {
         const float4* src = ws_tile + s * (split_stride / 4);
-        float4 v[kMTiles][kAccN];
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
+        for (int q0 = 0; q0 < kQuads; q0 += kBatch) {
+          float4 v[kBatch];
 #pragma unroll
-          for (int nt = 0; nt < kAccN; ++nt) v[mt][nt] = __ldcg(src + (mt * kAccN + nt) * kAccThreads);
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < kAccN; ++nt) {
-            float(&a)[4] = acc[mt][nt];
-            a[0] += v[mt][nt].x; a[1] += v[mt][nt].y; a[2] += v[mt][nt].z; a[3] += v[mt][nt].w;
+          for (int b = 0; b < kBatch; ++b) {
+            if (q0 + b < kQuads) v[b] = __ldcg(src + (q0 + b) * kAccThreads);
           }
+#pragma unroll
+          for (int b = 0; b < kBatch; ++b) {
+            if (q0 + b < kQuads) {
+              float(&a)[4] = acc[(q0 + b) / kAccN][(q0 + b) % kAccN];
+              a[0] += v[b].x; a[1] += v[b].y; a[2] += v[b].z; a[3] += v[b].w;
+            }
+          }
+        }
       }
     }
     if (kw != 0 || !n_valid) return;

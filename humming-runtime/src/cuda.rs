@@ -18,9 +18,12 @@ use crate::kernel::{Element, GemmKernel};
 use crate::quant::QuantizedWeights;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
-    LaunchConfig, PushKernelArg, sys,
+    LaunchConfig, sys,
 };
-use humming_spec::codegen::{HEADERS, STATIC_SMEM_BYTES, entry_name, smem_bytes, tiles_of};
+use humming_spec::codegen::{
+    HEADERS, MAX_CLUSTER_SPLITS, STATIC_SMEM_BYTES, entry_name, smem_bytes, staged_epilogue,
+    tiles_of,
+};
 use humming_spec::{KernelSpec, Mma, TileConfig};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -101,6 +104,11 @@ struct LoadedTile {
     smem: u32,
     /// Resident CTAs per multiprocessor (occupancy), at least 1.
     ctas_per_sm: usize,
+    /// Writes C through shared memory, and can sum its K splits in a cluster ([`staged_epilogue`]).
+    staged: bool,
+    /// `max_clusters[s]`: clusters of `s` CTAs (2 to [`MAX_CLUSTER_SPLITS`]) of this tile the GPU holds at
+    /// once (`cuOccupancyMaxActiveClusters`; 0 where unknown or not staged).
+    max_clusters: [usize; MAX_CLUSTER_SPLITS as usize + 1],
 }
 
 /// A loaded quantized GEMM: `C[M, N] = epilogue(A[M, K] · dequant(B)[N, K]ᵀ · channel scale + bias)`.
@@ -121,6 +129,8 @@ pub struct Gemm<A: Element, C: Element> {
     pdl: std::sync::atomic::AtomicBool,
     /// [`Gemm::set_early_dependent_trigger`]: 0 = the automatic rule, 1 = always, 2 = never.
     pdl_early: std::sync::atomic::AtomicU8,
+    /// [`Gemm::set_cluster_split_k`].
+    cluster_split_k: std::sync::atomic::AtomicBool,
     workspace: std::sync::Mutex<Workspace>,
     _types: PhantomData<fn(A) -> C>,
 }
@@ -284,11 +294,21 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 .occupancy_max_active_blocks_per_multiprocessor(tile.threads(), smem as usize, None)
                 .map_err(driver_err("querying occupancy"))?
                 .max(1) as usize;
+            let staged = staged_epilogue(&spec, &tile);
+            let mut max_clusters = [0; MAX_CLUSTER_SPLITS as usize + 1];
+            if staged {
+                for (size, slot) in max_clusters.iter_mut().enumerate().skip(2) {
+                    *slot = max_active_clusters(&func, tile.threads(), smem, size as u32)
+                        .map_err(driver_err("querying cluster occupancy"))?;
+                }
+            }
             tiles.push(LoadedTile {
                 tile,
                 func,
                 smem,
                 ctas_per_sm,
+                staged,
+                max_clusters,
             });
         }
         if tiles.is_empty() {
@@ -320,6 +340,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             pdl_capable: cap >= 90,
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
             pdl_early: std::sync::atomic::AtomicU8::new(0),
+            cluster_split_k: std::sync::atomic::AtomicBool::new(true),
             workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
         })
@@ -365,6 +386,48 @@ impl<A: Element, C: Element> Gemm<A, C> {
             .store(mode, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Turns the cluster reduction of K splits on (the default) or off. With it on, a launch of a
+    /// `wgmma` tile that writes C through shared memory ([`staged_epilogue`]) with 2 to
+    /// [`MAX_CLUSTER_SPLITS`] splits is one thread-block cluster per output tile (launch attribute
+    /// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`, 1 x 1 x splits): each CTA keeps its partial tile in
+    /// shared memory and sums 1 / splits of the tile's rows over the cluster's partials (distributed
+    /// shared memory) in split order, with no global workspace. Off: the partials go through the
+    /// global split-K workspace and the last split to finish sums them. Both sum in the same order:
+    /// results are bit-identical.
+    pub fn set_cluster_split_k(&self, on: bool) {
+        self.cluster_split_k
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a launch of `t` with `splits` K splits over `tiles` output tiles is a cluster launch
+    /// ([`Gemm::set_cluster_split_k`]): only when every cluster is resident at once (at most
+    /// `cuOccupancyMaxActiveClusters`; otherwise a second wave of clusters costs more than the cluster
+    /// saves) and the tile runs one CTA per multiprocessor (the cluster scheduler packs the CTAs of a
+    /// cluster onto fewer SMs where two fit). H200, W4A16 g128: 4096 x 4096 at M = 32 / 64, 16 clusters
+    /// of 4, 14.3 -> 12.4 / 18.5 -> 15.5 us; 32 clusters of 4 at 8192 x 8192, M = 32, which do not
+    /// all fit, 23.4 -> 40.6 us; the 2-CTA 128-row tile at 4096 x 4096, M = 128, 21.1 -> 24.3 us.
+    fn cluster_launch(&self, t: &LoadedTile, splits: usize, tiles: usize) -> bool {
+        t.staged
+            && t.ctas_per_sm == 1
+            && (2..=MAX_CLUSTER_SPLITS as usize).contains(&splits)
+            && tiles <= t.max_clusters[splits]
+            && self
+                .cluster_split_k
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a launch of `m` rows on `[n, k]` weights sums its K splits in thread-block clusters
+    /// ([`Gemm::set_cluster_split_k`]).
+    pub fn uses_cluster(&self, m: usize, n: usize, k: usize) -> bool {
+        let lt = &self.tiles[self.select_index(m, n, k)];
+        let splits = self.splits_for(&lt.tile, m, n, k);
+        self.cluster_launch(
+            lt,
+            splits,
+            output_tiles(&lt.tile, m.min(65535 * lt.tile.block_m as usize), n),
+        )
+    }
+
     /// Pins the number of K splits of every launch (for tuning, or for results that do not depend on
     /// the GPU's size): `None` (the default) lets [`choose_splits`] decide; `Some(n)` uses `n` splits,
     /// clamped to 1..=64 and to the number of `block_k` steps of K. Applies while split-K is on.
@@ -388,9 +451,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
         }
         let (mut floats, mut tiles) = (0, 0);
         for m in 1..=max_m.max(1) {
-            let t = self.tiles[self.select_index(m, n, k)].tile;
+            let lt = &self.tiles[self.select_index(m, n, k)];
+            let t = lt.tile;
             let splits = self.splits_for(&t, m, n, k);
-            if splits > 1 {
+            if splits > 1 && !self.cluster_launch(lt, splits, output_tiles(&t, m, n)) {
                 let (f, c) = workspace_size(&t, m, n, splits);
                 floats = floats.max(f);
                 tiles = tiles.max(c);
@@ -674,8 +738,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
         let splits = self.splits_for(&t.tile, m, n, k);
-        let (ws_ptr, locks_ptr) =
-            self.workspace_ptrs(&t.tile, m.min(rows_per_launch), n, splits)?;
+        let cluster =
+            self.cluster_launch(t, splits, output_tiles(&t.tile, m.min(rows_per_launch), n));
+        let (ws_ptr, locks_ptr) = if cluster {
+            (0, 0)
+        } else {
+            self.workspace_ptrs(&t.tile, m.min(rows_per_launch), n, splits)?
+        };
         let mut row = 0usize;
         while row < m {
             let rows = rows_per_launch.min(m - row);
@@ -717,7 +786,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 lda: lda as i32,
                 ldc: ldc as i32,
                 splits: splits as i32,
-                flags: i32::from(early),
+                flags: i32::from(early) | (i32::from(cluster) << 1),
             };
             let cfg = LaunchConfig {
                 grid_dim: (grid_x, rows.div_ceil(bm) as u32, splits as u32),
@@ -725,25 +794,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 shared_mem_bytes: t.smem,
             };
             let context = || format!("launching {} ({})", self.name, t.tile);
-            if pdl {
-                // SAFETY: as below; `params` outlives the call (the driver copies kernel arguments).
-                unsafe { launch_programmatic(stream, &t.func, cfg, &params) }.map_err(|e| {
-                    Error::Driver {
-                        context: context(),
-                        source: e,
-                    }
-                })?;
-            } else {
-                let mut builder = stream.launch_builder(&t.func);
-                builder.arg(&params);
-                // SAFETY: the kernel reads A[rows, lda], the packed weights, scales, zero points and
-                // bias, and writes C[rows, ldc] for columns < N only; every length and alignment was
-                // checked above.
-                unsafe { builder.launch(cfg) }.map_err(|e| Error::Driver {
+            let cluster_z = if cluster { splits as u32 } else { 1 };
+            // SAFETY: the kernel reads A[rows, lda], the packed weights, scales, zero points and bias,
+            // and writes C[rows, ldc] for columns < N only (and, without a cluster, the split-K
+            // workspace sized above); every length and alignment was checked above. `params`
+            // outlives the call (the driver copies kernel arguments).
+            unsafe { launch_ex(stream, &t.func, cfg, &params, pdl, cluster_z) }.map_err(|e| {
+                Error::Driver {
                     context: context(),
                     source: e,
-                })?;
-            }
+                }
+            })?;
             row += rows;
         }
         Ok(())
@@ -790,26 +851,44 @@ fn encode_a_map(
     Ok(map.opaque)
 }
 
-/// Launches `func(params)` on `stream` with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`
-/// (cuLaunchKernelEx; cudarc's launch builder takes no launch attributes).
+/// Launches `func(params)` on `stream` through `cuLaunchKernelEx` (cudarc's launch builder takes no
+/// launch attributes), with `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION` when `pdl` and
+/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` 1 x 1 x `cluster_z` when `cluster_z > 1` (`cfg.grid_dim.2`
+/// must then be a multiple of it).
 ///
 /// # Safety
 /// As for any kernel launch: `params` must be what `func` expects, and every address in it valid for
 /// what the kernel reads and writes.
-unsafe fn launch_programmatic(
+unsafe fn launch_ex(
     stream: &CudaStream,
     func: &cudarc::driver::CudaFunction,
     cfg: LaunchConfig,
     params: &GemmParams,
+    pdl: bool,
+    cluster_z: u32,
 ) -> std::result::Result<(), cudarc::driver::DriverError> {
     stream.context().bind_to_thread()?;
-    let mut attr = sys::CUlaunchAttribute {
-        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+    let attribute = |id| sys::CUlaunchAttribute {
+        id,
         pad: [0; 4],
         // SAFETY: an all-zero bit pattern is a valid value of this plain-data union.
         value: unsafe { std::mem::zeroed() },
     };
-    attr.value.programmaticStreamSerializationAllowed = 1;
+    let mut attrs = Vec::with_capacity(2);
+    if pdl {
+        let mut a = attribute(
+            sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        );
+        a.value.programmaticStreamSerializationAllowed = 1;
+        attrs.push(a);
+    }
+    if cluster_z > 1 {
+        let mut a = attribute(sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+        a.value.clusterDim.x = 1;
+        a.value.clusterDim.y = 1;
+        a.value.clusterDim.z = cluster_z;
+        attrs.push(a);
+    }
     let config = sys::CUlaunchConfig {
         gridDimX: cfg.grid_dim.0,
         gridDimY: cfg.grid_dim.1,
@@ -819,11 +898,11 @@ unsafe fn launch_programmatic(
         blockDimZ: cfg.block_dim.2,
         sharedMemBytes: cfg.shared_mem_bytes,
         hStream: stream.cu_stream(),
-        attrs: &mut attr,
-        numAttrs: 1,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: attrs.len() as u32,
     };
     let mut args = [params as *const GemmParams as *mut std::ffi::c_void];
-    // SAFETY: the caller's contract; `config`, `attr` and `args` live across the call.
+    // SAFETY: the caller's contract; `config`, `attrs` and `args` live across the call.
     unsafe {
         sys::cuLaunchKernelEx(
             &config,
@@ -833,6 +912,48 @@ unsafe fn launch_programmatic(
         )
     }
     .result()
+}
+
+/// Output tiles of a launch of `m` rows (at most 65535 row tiles) and `n` channels.
+fn output_tiles(t: &TileConfig, m: usize, n: usize) -> usize {
+    n.div_ceil(t.block_n.max(1) as usize)
+        .saturating_mul(m.div_ceil(t.block_m.max(1) as usize).min(65535))
+}
+
+/// Clusters of `size` CTAs (1 x 1 x `size`) of `func` with `threads` threads and `smem` bytes of
+/// dynamic shared memory that the GPU holds at once (`cuOccupancyMaxActiveClusters`).
+fn max_active_clusters(
+    func: &cudarc::driver::CudaFunction,
+    threads: u32,
+    smem: u32,
+    size: u32,
+) -> std::result::Result<usize, cudarc::driver::DriverError> {
+    // SAFETY: an all-zero bit pattern is a valid value of this plain-data union.
+    let mut attr = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+        pad: [0; 4],
+        value: unsafe { std::mem::zeroed() },
+    };
+    attr.value.clusterDim.x = 1;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = size;
+    let config = sys::CUlaunchConfig {
+        gridDimX: 1,
+        gridDimY: 1,
+        gridDimZ: size,
+        blockDimX: threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: std::ptr::null_mut(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    let mut clusters: std::ffi::c_int = 0;
+    // SAFETY: `clusters`, `config` and `attr` are live locals; the call only reads the config.
+    unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, func.cu_function(), &config) }
+        .result()?;
+    Ok(clusters.max(0) as usize)
 }
 
 /// Split-K workspace of a [`Gemm`].
@@ -847,9 +968,7 @@ struct Workspace {
 /// f32 partials and tickets the split-K workspace needs for one launch: `splits` partial tiles of
 /// `block_m x block_n` per output tile, one ticket per output tile.
 fn workspace_size(t: &TileConfig, m: usize, n: usize, splits: usize) -> (usize, usize) {
-    let tiles = n
-        .div_ceil(t.block_n.max(1) as usize)
-        .saturating_mul(m.div_ceil(t.block_m.max(1) as usize).min(65535));
+    let tiles = output_tiles(t, m, n);
     (
         splits
             .saturating_mul(tiles)
@@ -863,9 +982,14 @@ fn workspace_size(t: &TileConfig, m: usize, n: usize, splits: usize) -> (usize, 
 ///
 /// The most splits `s` whose CTAs (`tiles * s`) fit one wave of at most two resident CTAs per
 /// multiprocessor, within: at most 16; at least 4 `block_k` steps and 1024 of K per split (so each
-/// split's pipeline fills and its stream of weights is long enough to reach full DRAM bandwidth);
+/// split's pipeline fills and its stream of weights is long enough to reach full DRAM bandwidth),
+/// 512 for `wgmma` tiles of which one CTA fits per multiprocessor (H200, 4096 x 4096 at M = 32 / 64:
+/// 8 splits 12.5 / 17.5 us against 4 splits 14.0 / 18.4; the 2-CTA 128-row tile at M = 128 keeps
+/// 1024: 20.9 us with 4 splits, 23.7 with 8);
 /// for mma.sync tiles at most `K / 64 / M` (the f32 partials, 8 bytes per element of C per split, stay
-/// within a quarter of the weight traffic at 4 bits). 1 when even one split per tile fills the wave,
+/// within a quarter of the weight traffic at 4 bits); for `wgmma` tiles at most [`MAX_CLUSTER_SPLITS`]
+/// (so that the splits can reduce in a cluster, [`Gemm::set_cluster_split_k`]; 16 splits never won a
+/// sweep there). 1 when even one split per tile fills the wave,
 /// and for empty or degenerate shapes.
 ///
 /// A rule fitted to sweeps of fixed split counts on the H200 (W4A16 g128, `examples/tune.rs --splits`,
@@ -891,9 +1015,17 @@ pub fn choose_splits(
         return 1;
     }
     let slots = sms.max(1).saturating_mul(ctas_per_sm.clamp(1, 2));
-    let mut max_s = 16.min(steps / 4).min(k / 1024);
+    // K per split: 1024, or 512 for wgmma tiles of one CTA per SM (their pipeline fills faster).
+    let min_k = if t.mma == Mma::Wgmma && ctas_per_sm == 1 {
+        512
+    } else {
+        1024
+    };
+    let mut max_s = 16.min(steps / 4).min(k / min_k);
     if t.mma != Mma::Wgmma {
         max_s = max_s.min(k / 64 / m.max(1));
+    } else {
+        max_s = max_s.min(MAX_CLUSTER_SPLITS as usize);
     }
     (1..=max_s.max(1))
         .rev()

@@ -256,6 +256,30 @@ fn split_k_balances_the_multiprocessors() {
     assert_eq!(choose_splits(&t, 1, 64, 4096, 132, 3), 4);
     assert_eq!(choose_splits(&wide, 1, 64, 2048, 132, 3), 2); // 8 steps of 256
     assert_eq!(choose_splits(&t, 1, 128, 1 << 20, 132, 3), 16);
+    // wgmma tiles: at most 8 splits (a cluster); 512 of K per split when one CTA fits per SM.
+    let wg32 = TileConfig {
+        block_m: 32,
+        block_n: 256,
+        block_k: 128,
+        warp_m: 32,
+        warp_n: 64,
+        warp_k: 64,
+        stages: 4,
+        mma: Mma::Wgmma,
+    };
+    assert_eq!(choose_splits(&wg32, 32, 4096, 4096, 132, 1), 8); // 16 tiles
+    assert_eq!(choose_splits(&wg32, 32, 8192, 8192, 132, 1), 4); // 32 tiles
+    assert_eq!(choose_splits(&wg32, 32, 256, 1 << 20, 132, 1), 8);
+    let wg128 = TileConfig {
+        block_m: 128,
+        block_n: 128,
+        block_k: 64,
+        warp_m: 128,
+        warp_n: 32,
+        ..wg32
+    };
+    assert_eq!(choose_splits(&wg128, 128, 4096, 4096, 132, 2), 4); // 1024 of K per split
+    assert_eq!(choose_splits(&wg128, 128, 8192, 8192, 132, 2), 4); // 64 tiles, 264 slots
     // The f32 partials stay within a quarter of the weight traffic: splits * M <= K / 64.
     assert_eq!(choose_splits(&t, 16, 4096, 4096, 132, 3), 4);
     assert_eq!(choose_splits(&t, 64, 8192, 4096, 132, 3), 1);

@@ -22,6 +22,7 @@ use std::sync::Arc;
 const GUARD: usize = 64;
 const POISON: u16 = 0x7FFF; // a NaN in both f16 and bf16
 
+#[derive(Clone)]
 struct Rng(u64);
 impl Rng {
     fn new(seed: u64) -> Self {
@@ -143,7 +144,7 @@ fn run_case<T: Element>(
     m: usize,
     rng: &mut Rng,
     label: &str,
-) -> f64 {
+) -> (f64, Vec<u16>) {
     let (n, k) = (w.n(), w.k());
     let a_host: Vec<T> = (0..m * k).map(|_| T::from_f32(rng.uniform())).collect();
     let bias_host: Option<Vec<T>> = w
@@ -222,7 +223,10 @@ fn run_case<T: Element>(
             den += want * want;
         }
     }
-    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+    (
+        (num / den.max(f64::MIN_POSITIVE)).sqrt(),
+        outs.swap_remove(0),
+    )
 }
 
 /// Every (M, N, K) case of one kernel configuration; the kernel is compiled once. Returns the worst
@@ -248,7 +252,7 @@ fn config_cases<T: Element>(
             let dw = gemm.upload(&w).expect("upload weights");
             for &m in ms {
                 let label = format!("{kname} M={m} N={n} K={k}");
-                let e = run_case(stream, &gemm, &w, &w_ref, &dw, m, rng, &label);
+                let (e, _) = run_case(stream, &gemm, &w, &w_ref, &dw, m, rng, &label);
                 assert!(e <= tol, "{label}: relative error {e:.3e} > {tol:.0e}");
                 worst = worst.max(e);
                 cases += 1;
@@ -473,6 +477,79 @@ fn gpu_batch_invariance() {
             "{name}: {tile}: rows identical alone, in M = 7 and in M = 16 (split-K off and 4 splits)"
         );
     }
+}
+
+/// K splits summed in a thread-block cluster (the default for `wgmma` tiles that stage C in shared
+/// memory, 2 to 8 splits) against the global split-K workspace (`set_cluster_split_k(false)`, and 12
+/// splits, more than a cluster holds): the same A gives bit-identical C, within tolerance of the f64
+/// reference. Tiles of 32 and 64 rows (two warpgroups along K, one CTA per SM); M = 5 and 40 (a
+/// second, partial row tile of the 32-row tile); N = 576 (the last tile lies partly past N); group
+/// scales, and channel scales applied in the epilogue with a bias.
+#[test]
+fn gpu_cluster_split_k() {
+    let name = "gpu_cluster_split_k";
+    let Some(stream) = gpu_or_skip(name) else {
+        return;
+    };
+    if stream.context().compute_capability().ok() != Some((9, 0)) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: {name} (wgmma needs compute capability 9.0, sm_90a)"
+        );
+        return;
+    }
+    let mut rng = Rng::new(seed());
+    let (n, k) = (576, 4096);
+    let mut cases = 0;
+    let mut worst = 0f64;
+    for tile in [
+        "(32, 256, 128), warp = (32, 64, 64), stages = 4, mma = wgmma",
+        "(64, 256, 128), warp = (64, 64, 64), stages = 4, mma = wgmma",
+    ] {
+        for (zp, g, bias) in [(Zp::Integer, 128, false), (Zp::Symmetric, 0, true)] {
+            let extra = format!(", arch: [sm_90a], tiles: [tile(block = {tile})]");
+            let sp = spec_for("f16", 4, zp, g, bias, &extra);
+            let gemm = Gemm::<f16, f16>::compile(&stream, "cluster", sp).expect("compile");
+            let wf = random_weights(&mut rng, n, k);
+            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
+            let w_ref = w.dequantize();
+            let dw = gemm.upload(&w).expect("upload weights");
+            for m in [5, 40] {
+                for splits in [2, 3, 5, 8, 12] {
+                    gemm.set_splits(Some(splits));
+                    let mut results = Vec::new();
+                    for cluster in [true, false] {
+                        gemm.set_cluster_split_k(cluster);
+                        // At most 6 output tiles: every cluster of up to 8 CTAs fits at once.
+                        assert_eq!(
+                            gemm.uses_cluster(m, n, k),
+                            cluster && splits <= 8,
+                            "{tile} M={m} splits={splits}: cluster path"
+                        );
+                        let label =
+                            format!("{tile} {zp:?} g{g} M={m} splits={splits} cluster={cluster}");
+                        let mut r = rng.clone();
+                        let (e, bits) =
+                            run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                        assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
+                        worst = worst.max(e);
+                        cases += 1;
+                        results.push(bits);
+                        if !cluster {
+                            rng = r; // fresh inputs for the next case
+                        }
+                    }
+                    assert!(
+                        results[0] == results[1],
+                        "{tile} {zp:?} g{g} M={m} splits={splits}: cluster and workspace sums differ"
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "{name}: {cases} cases passed (cluster = workspace bit for bit), worst relative error {worst:.3e}"
+    );
 }
 
 /// Back-to-back launches that depend on each other, with no synchronization between them: a chain of

@@ -178,6 +178,19 @@ pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     pipeline.max(reduce) + align
 }
 
+/// Most K splits of one output tile that reduce through distributed shared memory: the portable
+/// thread-block cluster size of sm_90.
+pub const MAX_CLUSTER_SPLITS: u32 = 8;
+
+/// Whether a tile writes C through shared memory (the CUDA side's `Gemm::kStaged`): `wgmma` tiles whose
+/// f32 output tile, `block_m x (block_n + 4)` floats, fits [`smem_bytes`]. Such a tile's K splits (at
+/// most [`MAX_CLUSTER_SPLITS`]) can be launched as one thread-block cluster per output tile and summed
+/// through distributed shared memory instead of the global split-K workspace (the runtime sets the
+/// `GemmParams` flag `kFlagClusterSplitK` with the cluster launch attribute).
+pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
+    t.mma == Mma::Wgmma && t.block_m as u32 * (t.block_n as u32 + 4) * 4 <= smem_bytes(spec, t)
+}
+
 fn cuda_dtype(d: DType) -> &'static str {
     match d {
         DType::F16 => "humming::f16",
@@ -280,6 +293,11 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             s,
             "static_assert(humming::Gemm<Quant, {tile}>::kSmemBytes == {}u, \"shared memory size disagrees with the Rust model\");",
             smem_bytes(spec, t)
+        );
+        let _ = writeln!(
+            s,
+            "static_assert(humming::Gemm<Quant, {tile}>::kStaged == {}, \"staged epilogue disagrees with the Rust model\");",
+            staged_epilogue(spec, t)
         );
         let _ = writeln!(
             s,
