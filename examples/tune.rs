@@ -27,7 +27,8 @@ struct Args {
     format: String,
     /// Tile configurations `bm,bn,bk,stages[,warp_m]` or `bm,bn,bk,stages[,warp_n],wgmma` separated by
     /// `;` (`,wgmma`: the Hopper wgmma kernel, warp (bm, warp_n or bn / 4, 64), e.g.
-    /// `128,128,64,4,wgmma`). Empty: the defaults.
+    /// `128,128,64,4,wgmma`), each optionally ending in `,cN` (`ctas_per_sm = N`, e.g.
+    /// `16,128,256,3,16,c2`). Empty: the defaults.
     #[arg(long, default_value = "")]
     tiles: String,
     /// Shapes `NxK`, comma separated.
@@ -75,7 +76,8 @@ impl Lcg {
 }
 
 /// The `tiles:` field of each `--tiles` entry (`bm,bn,bk,stages[,warp_m]` or
-/// `bm,bn,bk,stages[,warp_n],wgmma`), or one empty string for the defaults.
+/// `bm,bn,bk,stages[,warp_n],wgmma`, optionally ending in `,cN` for `ctas_per_sm = N`), or one empty
+/// string for the defaults.
 fn tile_fields(tiles: &str) -> Result<Vec<String>, String> {
     if tiles.is_empty() {
         return Ok(vec![String::new()]);
@@ -84,6 +86,14 @@ fn tile_fields(tiles: &str) -> Result<Vec<String>, String> {
         .split(';')
         .map(|t| {
             let mut words: Vec<&str> = t.split(',').map(str::trim).collect();
+            let ctas = match words.last().and_then(|w| w.strip_prefix('c')) {
+                Some(n) => {
+                    let n = n.parse::<u32>().map_err(|_| format!("tile `{t}`: expected `cN`"))?;
+                    words.pop();
+                    format!(", ctas_per_sm = {n}")
+                }
+                None => String::new(),
+            };
             let mma = if words.last() == Some(&"wgmma") {
                 words.pop();
                 "wgmma"
@@ -109,7 +119,7 @@ fn tile_fields(tiles: &str) -> Result<Vec<String>, String> {
             // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!).
             let arch = if mma == "wgmma" { ", arch: [sm_90a]" } else { "" };
             Ok(format!(
-                "{arch}, tiles: [tile(block = ({}, {}, {}), warp = ({wm}, {wn}, 64), stages = {}, mma = {mma})]",
+                "{arch}, tiles: [tile(block = ({}, {}, {}), warp = ({wm}, {wn}, 64), stages = {}, mma = {mma}{ctas})]",
                 v[0], v[1], v[2], v[3]
             ))
         })

@@ -355,7 +355,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Turns programmatic dependent launch on (the default on compute capability 9.0 and newer; a no-op
     /// elsewhere) or off. With it on, each launch of a tile of which at most two CTAs fit on a
-    /// multiprocessor (every default tile but the 4-warp 16-row one) carries `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`:
+    /// multiprocessor (every default tile) carries `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`:
     /// the kernel may start while the kernel queued before it on the stream is still running, and
     /// streams its first stages of weights (which no kernel writes) while it waits, in
     /// `griddepcontrol.wait`, for that kernel to complete before it touches A, C or the split-K workspace.
@@ -371,11 +371,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// `None` (the default) follows the runtime's rule, `Some(true)` at the start of every CTA,
     /// `Some(false)` after every CTA's main loop. Triggered at the start, the next kernel's CTAs can
     /// take free slots and stream their first weights while this kernel still runs; after the main
-    /// loop, they cannot take DRAM bandwidth from it. The rule: at the start for tiles of at most 8
-    /// rows whose launch has more CTAs than the GPU has SMs, else after the main loop (H200, W4A16 g128,
-    /// M = 1: 13.1 -> 12.6 us at 8192 x 8192, 20.0 -> 18.7 us at 28672 x 4096, but 6.8 -> 7.4 us at
-    /// 4096 x 4096, whose 128 CTAs leave SMs idle; no change for the 16-row tiles). Results are the
-    /// same either way: the next kernel still waits for this one before it reads A.
+    /// loop, they cannot take DRAM bandwidth from it. The rule: at the start for tiles of at most 16
+    /// rows of which two CTAs fit per SM, when the launch has more CTAs than the GPU has SMs, else
+    /// after the main loop (H200, W4A16 g128, M = 1: 13.1 -> 12.6 us at 8192 x 8192, 20.0 -> 18.7 us at
+    /// 28672 x 4096, but 6.8 -> 7.4 us at 4096 x 4096, whose 128 CTAs leave SMs idle; M = 16 on the
+    /// two-CTA 16-row tile at 28672 x 4096: 26.3 -> 25.3 us; the one-CTA 16-row tile lost, 19.1 -> 21.3
+    /// us at 8192 x 8192). Results are the same either way: the next kernel still waits for this one
+    /// before it reads A.
     pub fn set_early_dependent_trigger(&self, early: Option<bool>) {
         let mode = match early {
             None => 0,
@@ -593,9 +595,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 l.tile.block_m == f.block_m && (l.tile.mma == Mma::Wgmma) == (f.mma == Mma::Wgmma)
             })
             .map(|(i, l)| {
-                let grid = n
-                    .div_ceil(l.tile.block_n.max(1) as usize)
-                    .saturating_mul(m.div_ceil(l.tile.block_m.max(1) as usize));
+                let grid = output_tiles(&l.tile, m, n);
                 (
                     i,
                     grid.saturating_mul(self.splits_for(&l.tile, m, n, k)),
@@ -767,7 +767,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             let ctas = grid_x as usize * rows.div_ceil(bm) * splits;
             let early = pdl
                 && match self.pdl_early.load(std::sync::atomic::Ordering::Relaxed) {
-                    0 => t.tile.block_m <= 8 && ctas > self.sms,
+                    0 => t.tile.block_m <= 16 && t.ctas_per_sm == 2 && ctas > self.sms,
                     mode => mode == 1,
                 };
             let params = GemmParams {
@@ -1036,11 +1036,12 @@ pub fn choose_splits(
 /// Among `candidates` (tile index, CTAs of the launch including its K splits, CTAs the GPU holds at
 /// once), in order: the first whose CTAs fit one wave, else the last; `None` for an empty list.
 ///
-/// Used to choose between tiles of one `block_m`: e.g. the 16-row tiles (16, 128, 256) with 8 warps
-/// (one CTA per SM) and (16, 128, 128) with 4 warps (three per SM). On the H200 (W4A16 g128, M = 16)
-/// the first takes 17.2 / 15.6 / 7.9 us at 8192 x 8192 / 4096 x 14336 / 4096 x 4096 (one wave)
-/// against 18.3 / 18.1 / 10.2 us, but 29.1 us against 26.1 at 28672 x 4096, where its 224 CTAs need
-/// two waves.
+/// Used to choose between tiles of one `block_m`: e.g. the default 16-row tile (16, 128, 256) of 8
+/// warps compiled for one CTA per SM and the same tile with `ctas_per_sm = 2` (128 registers). On the
+/// H200 (W4A16 g128, M = 16) the first takes 16.3 / 15.3 / 7.7 us at 8192 x 8192 / 4096 x 14336 /
+/// 4096 x 4096 (one wave) against 16.9 / 15.9 / 8.4 us, but 29.3 us against 26.3 at 28672 x 4096,
+/// where its 224 CTAs need two waves. (The 4-warp (16, 128, 128) tile it replaced, three CTAs per SM:
+/// 18.0 / 17.1 / 9.6 and 28.5 us.)
 pub fn first_single_wave(candidates: &[(usize, usize, usize)]) -> Option<usize> {
     candidates
         .iter()

@@ -186,6 +186,7 @@ fn tile_selection_by_m() {
         warp_k: 64,
         stages: 4,
         mma: Mma::Sync,
+        ctas_per_sm: 0,
     };
     let tiles = [t(16), t(32), t(64)];
     assert_eq!(select_tile_index(&tiles, 1), 0);
@@ -225,6 +226,7 @@ fn split_k_balances_the_multiprocessors() {
         warp_k: 64,
         stages: 4,
         mma: Mma::Sync,
+        ctas_per_sm: 0,
     };
     // 8192 x 8192 at M = 1: 64 tiles, 132 SMs x 2 (of 3) resident CTAs: 4 splits (256 CTAs); 5 would
     // need a second wave.
@@ -266,6 +268,7 @@ fn split_k_balances_the_multiprocessors() {
         warp_k: 64,
         stages: 4,
         mma: Mma::Wgmma,
+        ctas_per_sm: 0,
     };
     assert_eq!(choose_splits(&wg32, 32, 4096, 4096, 132, 1), 8); // 16 tiles
     assert_eq!(choose_splits(&wg32, 32, 8192, 8192, 132, 1), 4); // 32 tiles
@@ -293,6 +296,7 @@ fn split_k_balances_the_multiprocessors() {
         warp_k: 64,
         stages: 4,
         mma: Mma::Wgmma,
+        ctas_per_sm: 0,
     };
     assert_eq!(choose_splits(&wg, 128, 8192, 8192, 132, 2), 4); // 64 tiles x 4 = 256 CTAs
     assert_eq!(choose_splits(&wg, 256, 8192, 8192, 132, 2), 2); // 128 tiles x 2

@@ -672,7 +672,8 @@ fn gpu_long_groups() {
 }
 
 /// Every tile kind on its own (one tile per kernel, so M does not pick another): the `mma.sync` tiles
-/// of 32 and 64 rows, which the default tiles replace by `wgmma` ones on Hopper, and `wgmma` tiles of
+/// of 32 and 64 rows, which the default tiles replace by `wgmma` ones on Hopper, the default 16-row
+/// tile compiled for two CTAs per SM (128 registers, which the matrix tests' N never selects), and `wgmma` tiles of
 /// 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 5 stages. N = 192
 /// and 576 leave warps of a wgmma tile past N; K = 576 ends in a partial stage; M not a multiple of
 /// the tile. One test per tile, so that they run in parallel; `wgmma` tiles are skipped on GPUs other
@@ -708,10 +709,15 @@ fn tile_kind(index: usize, tile: &str, wgmma: bool) {
         (8, Zp::Symmetric, 32, false),
         (2, Zp::Integer, 0, false),
     ];
+    // Two CTAs of the 8-bit format's stages do not fit an SM: `ctas_per_sm = 2` rejects it (a compile
+    // error, tests/ui/tile_ctas_per_sm_shared_memory.rs).
+    let formats = formats
+        .iter()
+        .filter(|f| !(tile.contains("ctas_per_sm") && f.0 == 8));
     // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!).
     let arch = if wgmma { ", arch: [sm_90a]" } else { "" };
     let tiles = format!("{arch}, tiles: [tile(block = {tile})]");
-    for &(bits, zp, g, bias) in &formats {
+    for &(bits, zp, g, bias) in formats {
         for dtype in 0..2 {
             check_config(
                 &stream,
@@ -756,4 +762,5 @@ tile_kind_tests! {
     gpu_tile_kind_7: 7, "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma", true;
     gpu_tile_kind_8: 8, "(128, 256, 64), warp = (128, 32, 64), stages = 4, mma = wgmma", true;
     gpu_tile_kind_9: 9, "(64, 512, 64), warp = (64, 64, 64), stages = 3, mma = wgmma", true;
+    gpu_tile_kind_10: 10, "(16, 128, 256), warp = (16, 64, 64), stages = 3, ctas_per_sm = 2", false;
 }

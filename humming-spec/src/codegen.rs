@@ -63,11 +63,17 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         warp_k: 64,
         stages: st,
         mma,
+        ctas_per_sm: 0,
     };
     let mut tiles = vec![
         t(8, 128, 256, 8, 64, 3, Mma::Sync),
         t(16, 128, 256, 16, 64, 3, Mma::Sync),
-        t(16, 128, 128, 16, 64, 4, Mma::Sync),
+        // The same 16-row tile compiled for two CTAs per SM (128 registers), for launches whose CTAs
+        // do not fit one wave of the first (the runtime's `first_single_wave`).
+        TileConfig {
+            ctas_per_sm: 2,
+            ..t(16, 128, 256, 16, 64, 3, Mma::Sync)
+        },
         t(32, 128, 128, 32, 64, 4, Mma::Sync),
         t(64, 128, 128, 32, 64, 4, Mma::Sync),
     ];
@@ -223,6 +229,9 @@ fn epilogue_kind(e: Epilogue) -> &'static str {
 /// `wgmma`: block_m * warp_n / 32 + 72). The hint only bounds register allocation; without it ptxas 13.0 was
 /// seen to cap a 128-thread tile at 80 registers and spill.
 pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    if t.ctas_per_sm != 0 {
+        return t.ctas_per_sm as u32; // validated against min_registers and shared memory
+    }
     let by_smem = (228 * 1024) / (smem_bytes(spec, t) + 1024).max(1);
     // Accumulators grow with the warp's rows: 8 rows fit in 96 registers, more need 160.
     let regs = match t.mma {
@@ -233,6 +242,20 @@ pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
     };
     let by_regs = 65536 / (t.threads().max(1) * regs);
     by_smem.min(by_regs).max(1)
+}
+
+/// The fewest registers per thread a tile may be compiled for with an explicit `ctas_per_sm`:
+/// `mma.sync` warp tiles of 8 rows 96, of 16 rows 128 (ptxas 13.0 fits the (16, 128, 256) tile in
+/// 128: four loop-invariant words spilled, 4 local loads in a 393-instruction main-loop iteration),
+/// larger 160; `wgmma` tiles their accumulators
+/// (`block_m * warp_n / 32`) plus 72.
+pub fn min_registers(t: &TileConfig) -> u32 {
+    match t.mma {
+        Mma::Sync if t.warp_m <= 8 => 96,
+        Mma::Sync if t.warp_m <= 16 => 128,
+        Mma::Sync => 160,
+        Mma::Wgmma => t.block_m as u32 * t.warp_n as u32 / 32 + 72,
+    }
 }
 
 /// Generates the `.cu` source of a kernel whose spec passed validation.

@@ -261,6 +261,11 @@ pub struct TileConfig {
     /// Tensor-core instruction: [`Mma::Sync`] (the default) or [`Mma::Wgmma`], whose tiles follow their
     /// own rules (see the README's tile section).
     pub mma: Mma,
+    /// CTAs per multiprocessor the kernel is compiled for (the `minBlocksPerMultiprocessor` of
+    /// `__launch_bounds__`, which caps each thread at `65536 / (threads * ctas_per_sm)` registers);
+    /// 0 (the default): the code generator's register model decides
+    /// (`humming_spec::codegen::min_blocks_per_sm`).
+    pub ctas_per_sm: u8,
 }
 
 impl TileConfig {
@@ -286,11 +291,15 @@ impl fmt::Display for TileConfig {
             self.warp_k,
             self.stages
         )?;
-        // mma.sync tiles keep the text (and the kernel hashes) they had before wgmma tiles existed.
-        match self.mma {
-            Mma::Sync => Ok(()),
-            Mma::Wgmma => write!(f, "wgmma"),
+        // mma.sync tiles keep the text (and the kernel hashes) they had before wgmma tiles existed,
+        // and every tile without `ctas_per_sm` the text it had before that.
+        if self.mma == Mma::Wgmma {
+            write!(f, "wgmma")?;
         }
+        if self.ctas_per_sm != 0 {
+            write!(f, "c{}", self.ctas_per_sm)?;
+        }
+        Ok(())
     }
 }
 
@@ -316,6 +325,7 @@ impl TileList {
         warp_k: 0,
         stages: 0,
         mma: Mma::Sync,
+        ctas_per_sm: 0,
     };
     /// No configuration: the generator picks its defaults.
     pub const EMPTY: TileList = TileList {

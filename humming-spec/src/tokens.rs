@@ -131,10 +131,12 @@ fn tile_tokens(t: &TileConfig, p: &TokenStream) -> TokenStream {
         warp_k,
         stages,
         mma,
+        ctas_per_sm,
     } = *t;
     let [block_m, block_n, block_k, warp_m, warp_n, warp_k] =
         [block_m, block_n, block_k, warp_m, warp_n, warp_k].map(Literal::u16_unsuffixed);
     let stages = Literal::u8_unsuffixed(stages);
+    let ctas_per_sm = Literal::u8_unsuffixed(ctas_per_sm);
     let mma = match mma {
         crate::model::Mma::Sync => quote!(#p::Mma::Sync),
         crate::model::Mma::Wgmma => quote!(#p::Mma::Wgmma),
@@ -149,6 +151,7 @@ fn tile_tokens(t: &TileConfig, p: &TokenStream) -> TokenStream {
             warp_k: #warp_k,
             stages: #stages,
             mma: #mma,
+            ctas_per_sm: #ctas_per_sm,
         }
     }
 }
@@ -174,7 +177,7 @@ mod tests {
         let spec = crate::parse_kernel_str(
             "a: f16, b: u4, scale: group(128, f16), zero_point: int, bias: true, epilogue: silu, \
              arch: [sm_80, sm_90a], tiles: [tile(block = (16, 128, 64), warp = (16, 64, 64), stages = 4), \
-             tile(block = (64, 256, 128), mma = wgmma)]",
+             tile(block = (64, 256, 128), mma = wgmma, ctas_per_sm = 1)]",
         )
         .unwrap();
         let s = text(&spec_tokens(&spec, &krate()));
@@ -190,8 +193,8 @@ mod tests {
             "layout:::humming::spec::Layout::Dense,",
             "epilogue:::humming::spec::Epilogue::Silu,",
             &format!("archs:::humming::spec::ArchSet({}),", spec.archs.0),
-            "tiles:::humming::spec::TileList{len:2,items:[::humming::spec::TileConfig{block_m:16,block_n:128,block_k:64,warp_m:16,warp_n:64,warp_k:64,stages:4,mma:::humming::spec::Mma::Sync,},",
-            "::humming::spec::TileConfig{block_m:64,block_n:256,block_k:128,warp_m:64,warp_n:64,warp_k:64,stages:4,mma:::humming::spec::Mma::Wgmma,},",
+            "tiles:::humming::spec::TileList{len:2,items:[::humming::spec::TileConfig{block_m:16,block_n:128,block_k:64,warp_m:16,warp_n:64,warp_k:64,stages:4,mma:::humming::spec::Mma::Sync,ctas_per_sm:0,},",
+            "::humming::spec::TileConfig{block_m:64,block_n:256,block_k:128,warp_m:64,warp_n:64,warp_k:64,stages:4,mma:::humming::spec::Mma::Wgmma,ctas_per_sm:1,},",
         ] {
             assert!(s.contains(part), "missing `{part}` in {s}");
         }

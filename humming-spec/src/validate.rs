@@ -87,6 +87,8 @@ pub struct TileSpans {
     pub stages: Span,
     /// The `mma` value (the `tile` name when not written).
     pub mma: Span,
+    /// The `ctas_per_sm` value (the `tile` name when not written).
+    pub ctas: Span,
 }
 
 impl SpecSpans {
@@ -338,7 +340,7 @@ fn parse_scale(
 }
 
 fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
-    let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S, mma = sync | wgmma)`";
+    let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S, mma = sync | wgmma, ctas_per_sm = C)`";
     let Value::Call(call, args, _) = v else {
         errs.push(
             v.span(),
@@ -351,12 +353,14 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
         return None;
     }
     let (mut block, mut warp, mut stages, mut mma) = (None, None, None, None);
+    let mut ctas = None;
     let mut spans = TileSpans {
         tile: call.span(),
         block: [call.span(); 3],
         warp: [call.span(); 3],
         stages: call.span(),
         mma: call.span(),
+        ctas: call.span(),
     };
     let triple = |v: &Value, errs: &mut Errors| -> Option<([u16; 3], [Span; 3])> {
         let Value::Tuple(items, span) = v else {
@@ -437,10 +441,22 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
                     }
                 });
             }
+            "ctas_per_sm" => {
+                slot_dup(ctas.is_some(), errs);
+                let (n, s) = int_of(val, "ctas_per_sm", errs)?;
+                spans.ctas = s;
+                match u8::try_from(n) {
+                    Ok(n @ 1..=4) => ctas = Some(n),
+                    _ => {
+                        errs.push(s, "ctas_per_sm must be between 1 and 4");
+                        return None;
+                    }
+                }
+            }
             other => {
                 errs.push(
                     name.span(),
-                    format!("unknown tile argument `{other}`; expected block, warp, stages or mma"),
+                    format!("unknown tile argument `{other}`; expected block, warp, stages, mma or ctas_per_sm"),
                 );
                 return None;
             }
@@ -468,6 +484,7 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
         warp_k: warp[2],
         stages: stages.unwrap_or(4),
         mma: mma.unwrap_or_default(),
+        ctas_per_sm: ctas.unwrap_or(0),
     };
     Some((tile, spans))
 }
@@ -1023,6 +1040,7 @@ impl TileSpans {
             warp: [s; 3],
             stages: s,
             mma: s,
+            ctas: s,
         }
     }
 }
@@ -1215,6 +1233,37 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
 
 /// A tile's dynamic shared memory (`smem` bytes, from [`crate::codegen::smem_bytes`]) must fit one
 /// CTA's limit beside the kernel's static shared memory.
+/// `ctas_per_sm` (when given): the registers it leaves each thread, `65536 / (threads * ctas_per_sm)`,
+/// must cover the tile's accumulators and working set (the floor of
+/// [`crate::codegen::min_registers`]), and that many CTAs' shared memory (each plus the 1 KiB the
+/// hardware reserves) must fit one multiprocessor's 228 KiB.
+fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &mut Errors) {
+    if t.ctas_per_sm == 0 {
+        return;
+    }
+    let c = t.ctas_per_sm as u32;
+    let regs = 65536 / (t.threads().max(1) * c);
+    let need = crate::codegen::min_registers(t);
+    if regs < need {
+        errs.push(
+            span.ctas,
+            format!(
+                "ctas_per_sm = {c} leaves {regs} registers per thread ({} threads per CTA); this tile needs at least {need}",
+                t.threads()
+            ),
+        );
+    }
+    let smem = crate::codegen::smem_bytes(spec, t);
+    if c * (smem + 1024) > 228 * 1024 {
+        errs.push(
+            span.ctas,
+            format!(
+                "ctas_per_sm = {c}: {c} CTAs of {smem} bytes of shared memory (and 1 KiB reserved each) exceed the 228 KiB of a multiprocessor"
+            ),
+        );
+    }
+}
+
 fn check_tile_smem(smem: u32, span: &TileSpans, errs: &mut Errors) {
     if smem > crate::codegen::MAX_TILE_SMEM_BYTES {
         errs.push(
@@ -1286,6 +1335,7 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
         if t.mma == Mma::Wgmma {
             check_wgmma_tile(spec, t, &span, errs);
+            check_tile_occupancy(spec, t, &span, errs);
             continue;
         }
         if t.warp_n != 64 || t.warp_k != 64 {
@@ -1315,5 +1365,6 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             );
         }
         check_tile_smem(crate::codegen::smem_bytes(spec, t), &span, errs);
+        check_tile_occupancy(spec, t, &span, errs);
     }
 }

@@ -31,12 +31,12 @@ humming_c3fab3ea01b6b95c76319ba322abd6a2_t1(const __grid_constant__ humming::Gem
   humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::run(params);
 }
 
-// tile 2: b16x128x128w16x64x64s4, 128 threads, 51200 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4, false>>::kSmemBytes == 51200u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128, 3)
+// tile 2: b16x128x256w16x64x64s3c2, 256 threads, 76800 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kSmemBytes == 76800u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(256, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t2(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4, false>>::run(params);
+  humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::run(params);
 }
 
 // tile 3: b32x128x128w32x64x64s4, 128 threads, 67584 bytes of shared memory

@@ -31,12 +31,12 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t1(const __grid_constant__ humming::Gem
   humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::run(params);
 }
 
-// tile 2: b16x128x128w16x64x64s4, 128 threads, 81920 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4, false>>::kSmemBytes == 81920u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128, 2)
+// tile 2: b16x128x256w16x64x64s3c2, 256 threads, 122880 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kSmemBytes == 122880u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(256, 2)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t2(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<16, 128, 128, 16, 64, 64, 4, false>>::run(params);
+  humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::run(params);
 }
 
 // tile 3: b32x128x128w32x64x64s4, 128 threads, 98304 bytes of shared memory
