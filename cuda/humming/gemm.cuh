@@ -154,6 +154,15 @@ struct Gemm {
     }
   }
 
+  __device__ __forceinline__ static void zero_acc(float (&acc)[kMTiles][kAccN][4]) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kAccN; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+  }
+
   // The staged epilogue (kStaged): `holds` = this thread's accumulators are part of the tile (kw == 0,
   // channels below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
   // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
@@ -239,12 +248,7 @@ struct Gemm {
     const bool n_valid = n0 + wn * Tl::WN < p.n;
 
     float acc[kMTiles][kAccN][4];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kAccN; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+    zero_acc(acc);
 
     // Per-channel values used on B (zero points, float offsets, and the scale with a float offset) are
     // loaded once, in the permuted order of dequant.cuh: this lane's 8 channels n = nt*8 + lane/4.
@@ -564,12 +568,7 @@ struct Gemm {
       __threadfence();
       if (threadIdx.x == 0) p.locks[tile] = 0;
       if (kw != 0 || !n_valid) return;
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kAccN; ++nt)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+      zero_acc(acc);
       // Batches of up to 8 float4 loads in flight per thread (32 registers beside the accumulators).
       constexpr int kQuads = kMTiles * kAccN;
       constexpr int kBatch = kQuads < 8 ? kQuads : 8;
