@@ -492,9 +492,10 @@ struct Gemm {
     if constexpr (!kTma) cp_async_wait<0>();
     if constexpr (kWgmma) wgmma_wait<0>();
     // The next kernel may start (and stream its first weights) once every CTA here is past its main
-    // loop, unless kFlagEarlyTrigger already let it at the start (the runtime sets it for 8-row tiles
-    // whose launch has more CTAs than SMs; for the 16-row tile an early trigger took free slots and DRAM
-    // bandwidth from this kernel's CTAs: 19.1 -> 21.3 us at 8192 x 8192, M = 16, on the H200).
+    // loop, unless kFlagEarlyTrigger already let it at the start (the runtime sets it for tiles of at
+    // most 16 rows with two CTAs per SM whose launch has more CTAs than SMs; for the one-CTA 16-row
+    // tile an early trigger took free slots and DRAM bandwidth from this kernel's CTAs: 19.1 -> 21.3 us
+    // at 8192 x 8192, M = 16, on the H200).
     grid_launch_dependents();
 
     // Reduce the warps along K through shared memory (the pipeline buffers are free now).
@@ -527,7 +528,8 @@ struct Gemm {
     }
 
     if constexpr (kStaged) {
-      const bool cluster = p.splits > 1 && (p.flags & kFlagClusterSplitK) != 0;
+      // The runtime sets the flag only with a cluster launch of 2 to kMaxClusterSplits splits.
+      const bool cluster = p.splits > 1 && p.splits <= kMaxClusterSplits && (p.flags & kFlagClusterSplitK) != 0;
       if (p.splits == 1 || cluster) {
         staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, cluster ? split : 0, cluster ? p.splits : 1);
         return;

@@ -297,9 +297,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
             let staged = staged_epilogue(&spec, &tile);
             let mut max_clusters = [0; MAX_CLUSTER_SPLITS as usize + 1];
             if staged {
+                // A failed query leaves 0: that tile then always sums through the workspace.
                 for (size, slot) in max_clusters.iter_mut().enumerate().skip(2) {
-                    *slot = max_active_clusters(&func, tile.threads(), smem, size as u32)
-                        .map_err(driver_err("querying cluster occupancy"))?;
+                    *slot =
+                        max_active_clusters(&func, tile.threads(), smem, size as u32).unwrap_or(0);
                 }
             }
             tiles.push(LoadedTile {
@@ -389,8 +390,9 @@ impl<A: Element, C: Element> Gemm<A, C> {
     }
 
     /// Turns the cluster reduction of K splits on (the default) or off. With it on, a launch of a
-    /// `wgmma` tile that writes C through shared memory ([`staged_epilogue`]) with 2 to
-    /// [`MAX_CLUSTER_SPLITS`] splits is one thread-block cluster per output tile (launch attribute
+    /// `wgmma` tile that writes C through shared memory ([`staged_epilogue`]), runs one CTA per SM,
+    /// and has 2 to [`MAX_CLUSTER_SPLITS`] splits whose clusters all fit the GPU at once (see
+    /// `cluster_launch`; [`Gemm::uses_cluster`] says) is one thread-block cluster per output tile (launch attribute
     /// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`, 1 x 1 x splits): each CTA keeps its partial tile in
     /// shared memory and sums 1 / splits of the tile's rows over the cluster's partials (distributed
     /// shared memory) in split order, with no global workspace. Off: the partials go through the
@@ -442,8 +444,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
     /// `[n, k]` weight, so that no allocation happens later (needed before capturing launches into a
-    /// CUDA graph). The workspace grows to the largest need over those M (computed on the host, one
-    /// allocation at most). Errors: `max_m`, `n` or `k` of 2^31 or more ([`Error::InvalidArgument`]),
+    /// CUDA graph). The workspace grows to the largest need over those M with the split settings of
+    /// the time of the call ([`Gemm::set_split_k`], [`Gemm::set_splits`]), also for launches that
+    /// sum their splits in a cluster (so that [`Gemm::set_cluster_split_k`] may change later)
+    /// (computed on the host, one allocation at most). Errors: `max_m`, `n` or `k` of 2^31 or more ([`Error::InvalidArgument`]),
     /// or the allocation failing.
     pub fn reserve(&self, max_m: usize, n: usize, k: usize) -> Result<()> {
         for (name, v) in [("max_m", max_m), ("n", n), ("k", k)] {
@@ -453,10 +457,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
         }
         let (mut floats, mut tiles) = (0, 0);
         for m in 1..=max_m.max(1) {
-            let lt = &self.tiles[self.select_index(m, n, k)];
-            let t = lt.tile;
+            let t = self.tiles[self.select_index(m, n, k)].tile;
             let splits = self.splits_for(&t, m, n, k);
-            if splits > 1 && !self.cluster_launch(lt, splits, output_tiles(&t, m, n)) {
+            // Also for launches that sum in a cluster, so that `set_cluster_split_k(false)` after
+            // this call does not allocate either.
+            if splits > 1 {
                 let (f, c) = workspace_size(&t, m, n, splits);
                 floats = floats.max(f);
                 tiles = tiles.max(c);

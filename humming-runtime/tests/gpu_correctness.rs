@@ -412,7 +412,7 @@ fn gpu_matrix_w8_bf16() {
 #[test]
 fn gpu_batch_invariance() {
     let name = "gpu_batch_invariance";
-    let Some(stream) = gpu_or_skip(&name) else {
+    let Some(stream) = gpu_or_skip(name) else {
         return;
     };
     let mut rng = Rng::new(seed());
@@ -562,7 +562,7 @@ fn gpu_cluster_split_k() {
 #[test]
 fn gpu_dependent_launches() {
     let name = "gpu_dependent_launches";
-    let Some(stream) = gpu_or_skip(&name) else {
+    let Some(stream) = gpu_or_skip(name) else {
         return;
     };
     let mut rng = Rng::new(seed());
@@ -631,7 +631,7 @@ fn gpu_dependent_launches() {
 #[test]
 fn gpu_long_groups() {
     let name = "gpu_long_groups";
-    let Some(stream) = gpu_or_skip(&name) else {
+    let Some(stream) = gpu_or_skip(name) else {
         return;
     };
     let mut rng = Rng::new(seed());

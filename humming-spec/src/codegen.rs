@@ -48,8 +48,10 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// Default tile configurations when a declaration fixes none, picked at run time by M (the smallest
 /// `block_m` that covers M wins; among equals a `wgmma` tile where the GPU has it). The 8- and 16-row
 /// tiles run the "swap AB" `mma.sync` path (weights as the mma's A operand, group scales on the f32
-/// accumulators; see `gemm.cuh`); of the two 16-row tiles the runtime takes the one of 8 warps
-/// (256 deep, one CTA per SM) when its launch fits one wave, else the one of 4 warps. When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
+/// accumulators; see `gemm.cuh`); of the two 16-row tiles, both of 8 warps (256 deep), the runtime
+/// takes the one compiled for one CTA per SM when its launch fits one wave, else the one compiled
+/// for two (`ctas_per_sm = 2`, 128 registers; [`tiles_of`] leaves it out where two CTAs' shared
+/// memory does not fit, e.g. 8-bit weights). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
 /// 32 and 64 rows over 256 channels (two warpgroups along K), 128 rows over 128 channels (warps of 32
 /// channels); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere. Chosen from sweeps on the
 /// H200 (`examples/tune.rs`, PERFORMANCE.md).
@@ -89,7 +91,12 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
 /// archs.
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
+        // A default tile compiled for several CTAs per SM only where they fit (not for 8-bit
+        // weights, whose stages are twice as large).
         default_tiles(spec.archs)
+            .into_iter()
+            .filter(|t| ctas_fit(spec, t).is_ok())
+            .collect()
     } else {
         spec.tiles.as_slice().to_vec()
     }
@@ -151,17 +158,18 @@ pub const MAX_TILE_SMEM_BYTES: u32 = 227 * 1024 - STATIC_SMEM_BYTES;
 /// Bytes of one pipeline stage (A tile, packed B, scale and zero-point rows); a `wgmma` tile rounds it
 /// up to [`WGMMA_STAGE_ALIGN`].
 pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    // Saturating: validation may size absurd tiles (extents up to 65535) before rejecting them.
     let (bm, bn, bk) = (t.block_m as u32, t.block_n as u32, t.block_k as u32);
-    let a = bm * bk * 2;
-    let b = bn * bk * spec.b.bits() / 8;
+    let a = bm.saturating_mul(bk).saturating_mul(2);
+    let b = bn.saturating_mul(bk).saturating_mul(spec.b.bits()) / 8;
     let rows = scale_rows_per_stage(spec, t);
-    let s = rows * bn * 2;
+    let s = rows.saturating_mul(bn).saturating_mul(2);
     let z = if spec.zero_point != ZeroPoint::None {
         s
     } else {
         0
     };
-    let bytes = a + b + s + z;
+    let bytes = a.saturating_add(b).saturating_add(s).saturating_add(z);
     match t.mma {
         Mma::Sync => bytes,
         Mma::Wgmma => bytes.next_multiple_of(WGMMA_STAGE_ALIGN),
@@ -174,14 +182,56 @@ pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
 /// number.
 pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let (bm, bn) = (t.block_m as u32, t.block_n as u32);
-    let pipeline = t.stages as u32 * stage_bytes(spec, t);
+    let pipeline = (t.stages as u32).saturating_mul(stage_bytes(spec, t));
     let warps_k = (t.block_k / t.warp_k.max(1)) as u32;
-    let reduce = warps_k.saturating_sub(1) * bm * bn * 4;
+    let reduce = warps_k
+        .saturating_sub(1)
+        .saturating_mul(bm)
+        .saturating_mul(bn)
+        .saturating_mul(4);
     let align = match t.mma {
         Mma::Sync => 0,
         Mma::Wgmma => WGMMA_STAGE_ALIGN,
     };
-    pipeline.max(reduce) + align
+    pipeline.max(reduce).saturating_add(align)
+}
+
+/// Shared memory of one multiprocessor, in bytes (CUDA Programming Guide, "Compute Capabilities"):
+/// 64 KiB on sm_75, 164 KiB on sm_80, 100 KiB on sm_86 and sm_89, 228 KiB on sm_90 and sm_100,
+/// 128 KiB on sm_120.
+pub const fn smem_per_sm(arch: Arch) -> u32 {
+    match arch {
+        Arch::Sm75 => 64 * 1024,
+        Arch::Sm80 => 164 * 1024,
+        Arch::Sm86 | Arch::Sm89 => 100 * 1024,
+        Arch::Sm90 | Arch::Sm90a | Arch::Sm100a => 228 * 1024,
+        Arch::Sm120a => 128 * 1024,
+    }
+}
+
+/// Whether `t.ctas_per_sm` CTAs of the tile (dynamic shared memory, [`STATIC_SMEM_BYTES`] and the
+/// 1 KiB the hardware reserves per CTA) fit one multiprocessor of every target of `spec` (for a
+/// `wgmma` tile, of sm_90a, its only target); `Err` carries the smallest multiprocessor's bytes.
+/// Always `Ok` without `ctas_per_sm`.
+pub fn ctas_fit(spec: &KernelSpec, t: &TileConfig) -> Result<(), u32> {
+    if t.ctas_per_sm == 0 {
+        return Ok(());
+    }
+    let per_sm = if t.mma == Mma::Wgmma {
+        smem_per_sm(Arch::Sm90a)
+    } else {
+        spec.archs
+            .iter()
+            .map(smem_per_sm)
+            .min()
+            .unwrap_or(smem_per_sm(Arch::Sm90a))
+    };
+    let per_cta = smem_bytes(spec, t) as u64 + STATIC_SMEM_BYTES as u64 + 1024;
+    if t.ctas_per_sm as u64 * per_cta > per_sm as u64 {
+        Err(per_sm)
+    } else {
+        Ok(())
+    }
 }
 
 /// Most K splits of one output tile that reduce through distributed shared memory: the portable
@@ -226,8 +276,9 @@ fn epilogue_kind(e: Epilogue) -> &'static str {
 /// The `minBlocksPerMultiprocessor` hint of a tile's `__launch_bounds__`: the CTAs that fit the
 /// shared memory of one SM (228 KiB on sm_90, 1 KiB reserved per CTA), limited so that each thread may
 /// still use the registers its accumulators need (`mma.sync`: 96 for warp tiles of 8 rows, else 160;
-/// `wgmma`: block_m * warp_n / 32 + 72). The hint only bounds register allocation; without it ptxas 13.0 was
-/// seen to cap a 128-thread tile at 80 registers and spill.
+/// `wgmma`: block_m * warp_n / 32 + 72), or the tile's explicit `ctas_per_sm`. The hint only bounds
+/// register allocation; without it ptxas 13.0 was seen to cap a 128-thread tile at 80 registers and
+/// spill. (228 KiB is sm_90's; on smaller multiprocessors fewer CTAs may end up resident.)
 pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
     if t.ctas_per_sm != 0 {
         return t.ctas_per_sm as u32; // validated against min_registers and shared memory

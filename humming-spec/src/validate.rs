@@ -29,6 +29,11 @@ impl Errors {
         self.list.is_empty()
     }
 
+    /// Number of errors recorded so far.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
     /// All errors combined into one, or `Ok`.
     pub fn finish(self) -> syn::Result<()> {
         let mut it = self.list.into_iter();
@@ -1231,12 +1236,10 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
     check_tile_smem(smem, span, errs);
 }
 
-/// A tile's dynamic shared memory (`smem` bytes, from [`crate::codegen::smem_bytes`]) must fit one
-/// CTA's limit beside the kernel's static shared memory.
-/// `ctas_per_sm` (when given): the registers it leaves each thread, `65536 / (threads * ctas_per_sm)`,
-/// must cover the tile's accumulators and working set (the floor of
-/// [`crate::codegen::min_registers`]), and that many CTAs' shared memory (each plus the 1 KiB the
-/// hardware reserves) must fit one multiprocessor's 228 KiB.
+/// `ctas_per_sm` (when given, on a tile that passed every other rule): the registers it leaves each
+/// thread, `65536 / (threads * ctas_per_sm)`, must cover the tile's accumulators and working set
+/// ([`crate::codegen::min_registers`]), and that many CTAs must fit the shared memory of one
+/// multiprocessor of every target ([`crate::codegen::ctas_fit`]).
 fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &mut Errors) {
     if t.ctas_per_sm == 0 {
         return;
@@ -1253,17 +1256,20 @@ fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, err
             ),
         );
     }
-    let smem = crate::codegen::smem_bytes(spec, t);
-    if c * (smem + 1024) > 228 * 1024 {
+    if let Err(per_sm) = crate::codegen::ctas_fit(spec, t) {
         errs.push(
             span.ctas,
             format!(
-                "ctas_per_sm = {c}: {c} CTAs of {smem} bytes of shared memory (and 1 KiB reserved each) exceed the 228 KiB of a multiprocessor"
+                "ctas_per_sm = {c}: {c} CTAs of {} bytes of shared memory (plus {} static and 1 KiB reserved each) exceed the {per_sm} bytes of a multiprocessor of this kernel's targets",
+                crate::codegen::smem_bytes(spec, t),
+                crate::codegen::STATIC_SMEM_BYTES
             ),
         );
     }
 }
 
+/// A tile's dynamic shared memory (`smem` bytes, from [`crate::codegen::smem_bytes`]) must fit one
+/// CTA's limit beside the kernel's static shared memory.
 fn check_tile_smem(smem: u32, span: &TileSpans, errs: &mut Errors) {
     if smem > crate::codegen::MAX_TILE_SMEM_BYTES {
         errs.push(
@@ -1333,9 +1339,12 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
     for (i, t) in tiles.iter().enumerate() {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
+        let before = errs.len();
         if t.mma == Mma::Wgmma {
             check_wgmma_tile(spec, t, &span, errs);
-            check_tile_occupancy(spec, t, &span, errs);
+            if errs.len() == before {
+                check_tile_occupancy(spec, t, &span, errs);
+            }
             continue;
         }
         if t.warp_n != 64 || t.warp_k != 64 {
@@ -1365,6 +1374,8 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             );
         }
         check_tile_smem(crate::codegen::smem_bytes(spec, t), &span, errs);
-        check_tile_occupancy(spec, t, &span, errs);
+        if errs.len() == before {
+            check_tile_occupancy(spec, t, &span, errs);
+        }
     }
 }

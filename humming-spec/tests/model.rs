@@ -147,6 +147,21 @@ fn validation_rules() {
             "not generated yet",
         ),
         ("a: f16, b: u4, layout: moe_indexed", "not generated yet"),
+        // ctas_per_sm on tiles that fail other rules: their errors, no overflow panic.
+        (
+            "a: f16, b: u4, arch: [sm_90a], tiles: [tile(block = (4096, 4096, 4096), warp = (4096, 64, 64), mma = wgmma, ctas_per_sm = 2)]",
+            "wgmma",
+        ),
+        (
+            "a: f16, b: u4, tiles: [tile(block = (65535, 65535, 65535), stages = 255, ctas_per_sm = 2)]",
+            "multiple of warp N",
+        ),
+        // The smallest multiprocessor of the targets counts: two CTAs of ~75 KiB fit sm_90 and
+        // sm_80 (164 KiB), not sm_86 (100 KiB).
+        (
+            "a: f16, b: u4, scale: group(128), arch: [sm_86], tiles: [tile(block = (16, 128, 256), warp = (16, 64, 64), stages = 3, ctas_per_sm = 2)]",
+            "102400 bytes",
+        ),
     ];
     for (fields, needle) in cases {
         let e = err(fields);
@@ -155,6 +170,20 @@ fn validation_rules() {
             "{fields}: `{e}` does not mention `{needle}`"
         );
     }
+}
+
+/// The default tile compiled for two CTAs per SM is left out where two CTAs' shared memory does not
+/// fit (8-bit weights), and kept for 4-bit weights on sm_80 + sm_90a.
+#[test]
+fn default_two_cta_tile_only_where_it_fits() {
+    let two = |fields: &str| {
+        tiles_of(&spec(fields))
+            .iter()
+            .filter(|t| t.ctas_per_sm == 2)
+            .count()
+    };
+    assert_eq!(two("a: f16, b: u4, scale: group(128)"), 1);
+    assert_eq!(two("a: f16, b: u8, scale: group(32)"), 0);
 }
 
 /// Snapshot of the generated CUDA: the source must stay a readable, thin instantiation. Update
