@@ -159,9 +159,9 @@ __device__ __forceinline__ void grid_launch_dependents() {
 #endif
 }
 
-// Thread-block clusters (sm_90+, PTX ISA 8.0 for the .release / .acquire barrier forms). cluster_sync: every thread of every CTA of the cluster
-// arrives (release) and waits (acquire), so shared-memory writes before it are visible to the cluster's
-// CTAs after it. map_rank: the shared::cluster address of `addr` (this CTA's shared memory) in the CTA
+// Thread-block clusters (sm_90+, PTX ISA 8.0 for the .release / .acquire barrier forms).
+// cluster_sync: every thread of every CTA of the cluster arrives (release) and waits (acquire), so
+// shared-memory writes before it are visible to the cluster's CTAs after it. map_rank: the shared::cluster address of `addr` (this CTA's shared memory) in the CTA
 // of cluster rank `rank`; ld_cluster_f4 reads 16 bytes there.
 __device__ __forceinline__ void cluster_sync() {
 #if HUMMING_HAS_BULK

@@ -425,11 +425,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     pub fn uses_cluster(&self, m: usize, n: usize, k: usize) -> bool {
         let lt = &self.tiles[self.select_index(m, n, k)];
         let splits = self.splits_for(&lt.tile, m, n, k);
-        self.cluster_launch(
-            lt,
-            splits,
-            output_tiles(&lt.tile, m.min(65535 * lt.tile.block_m as usize), n),
-        )
+        // output_tiles caps the row tiles at one launch's 65535, as run_strided's chunks do.
+        self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n))
     }
 
     /// Pins the number of K splits of every launch (for tuning, or for results that do not depend on
@@ -743,8 +740,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
         let splits = self.splits_for(&t.tile, m, n, k);
-        let cluster =
-            self.cluster_launch(t, splits, output_tiles(&t.tile, m.min(rows_per_launch), n));
+        let cluster = self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
         let (ws_ptr, locks_ptr) = if cluster {
             (0, 0)
         } else {
