@@ -243,6 +243,15 @@ __device__ __forceinline__ void bulk_copy_g2s(u32 dst, const void* src, u32 byte
 #endif
 }
 
+// Orders this thread's generic-proxy global accesses (and those it has observed, e.g. through an
+// acquire) before its later async-proxy ones, such as a bulk copy reading what other CTAs stored
+// (PTX "fence.proxy.async").
+__device__ __forceinline__ void fence_proxy_async_global() {
+#if HUMMING_HAS_BULK
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>

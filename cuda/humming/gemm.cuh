@@ -43,6 +43,11 @@
 
 namespace humming {
 
+// The largest power of two n <= cap with n * each <= budget (1 when not even two fit).
+__host__ __device__ constexpr int pow2_fit(int each, int budget, int cap, int n = 1) {
+  return n * 2 <= cap && n * 2 * each <= budget ? pow2_fit(each, budget, cap, n * 2) : n;
+}
+
 template <class Q, class Tl>
 struct Gemm {
   using T = typename Q::T;
@@ -101,6 +106,24 @@ struct Gemm {
   static constexpr int kMaxClusterSplits = 8;  // portable cluster size
   static constexpr bool kStaged = kWgmma && Tl::BM * kStageLd * 4 <= kSmemBytes;
   static_assert(kThreads <= 1024, "too many threads per CTA");
+
+  // Split-K partials: the kAccThreads threads of K-warp 0 hold the tile's accumulators, kQuads float4s
+  // each; a split's partial tile is stored fragment-major (float4 q of thread t at q * kAccThreads + t).
+  static constexpr int kAccThreads = kWarpsM * kWarpsN * 32;
+  static constexpr int kQuads = kMTiles * kAccN;
+  // Bulk split-K tail (wgmma tiles on sm_90a, kTma): the last split's CTA pulls the partials through
+  // shared memory, in chunks of kTailQuads float4s per thread (contiguous kTailBytes of the workspace),
+  // each one cp.async.bulk (the TMA unit) into a ring of kTailRing slots with one mbarrier per slot (the
+  // barriers after the ring). Up to 64 KiB (128 KiB for the largest rings) are in flight at once, where
+  // the threads' own 16-byte loads kept 8 per thread (16 KiB per 128 threads) in flight: 16 batches
+  // for 4 splits of a 64 KiB tile. H200: 1-2 us faster at M = 32-256 (8192 x 8192, M = 64: 29.3 ->
+  // 27.5 us). The small partials of mma.sync tiles (4-8 KiB) keep the register path: with the bulk
+  // tail's barriers, M = 1 was 0.3-0.6 us slower.
+  static constexpr int kTailQuads = kQuads % 8 == 0 ? 8 : kQuads % 4 == 0 ? 4 : kQuads % 2 == 0 ? 2 : 1;
+  static constexpr int kTailBytes = kTailQuads * kAccThreads * 16;
+  static constexpr int kTailChunks = kQuads / kTailQuads;  // chunks per split
+  static constexpr int kTailRing = pow2_fit(kTailBytes + 8, kSmemBytes, 16);  // slot + its mbarrier
+  static constexpr bool kBulkTail = kTma && kTailRing >= 2;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
@@ -161,6 +184,56 @@ struct Gemm {
       for (int nt = 0; nt < kAccN; ++nt)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[mt][nt][j] = 0.0f;
+  }
+
+  // kBulkTail: the last split's CTA sums every split's partial tile (split 0 at `ws0`, the next
+  // `split_stride` floats further) into `acc` in split order, 0 + p_0 + p_1 + ..., the sums of the
+  // register path bit for bit. Chunk j (split j / kTailChunks, part j % kTailChunks) goes to ring slot
+  // j % kTailRing; thread 0 issues the first kTailRing chunks, then refills a slot once every thread has
+  // read it. Every thread of the CTA takes part (CTA barriers); `holds`: this thread's accumulators are
+  // part of the tile (K-warp 0, channels below N).
+  __device__ __forceinline__ static void bulk_tail(float (&acc)[kMTiles][kAccN][4], const float* ws0, long long split_stride,
+                                                   int splits, bool holds) {
+    extern __shared__ __align__(128) char smem[];
+    const u32 ring = smem_addr(smem);
+    const u32 bars = ring + kTailRing * kTailBytes;
+    const int total = splits * kTailChunks;
+    const auto issue = [&](int j) {
+      const u32 bar = bars + 8 * (j % kTailRing);
+      const float* src = ws0 + (j / kTailChunks) * split_stride + (j % kTailChunks) * (kTailBytes / 4);
+      mbar_arrive_expect_tx(bar, kTailBytes);
+      bulk_copy_g2s(ring + (j % kTailRing) * kTailBytes, src, kTailBytes, bar);
+    };
+    __syncthreads();  // the pipeline's shared memory is free (the K-warp reduction's reads included)
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int r = 0; r < kTailRing; ++r) mbar_init(bars + 8 * r, 1);
+      mbar_fence_init();
+      fence_proxy_async_global();  // the partials the ticket acquired, before the bulk copies read them
+      for (int j = 0; j < kTailRing && j < total; ++j) issue(j);
+    }
+    zero_acc(acc);
+    __syncthreads();  // the barriers are initialised before anyone waits on them
+    const u32 mine = ring + threadIdx.x * 16;
+    for (int s = 0; s < splits; ++s) {
+#pragma unroll
+      for (int c = 0; c < kTailChunks; ++c) {
+        const int j = s * kTailChunks + c;
+        const u32 slot = static_cast<u32>(j % kTailRing);
+        mbar_wait(bars + 8 * slot, static_cast<u32>(j / kTailRing) & 1u);
+        if (holds) {
+#pragma unroll
+          for (int q = 0; q < kTailQuads; ++q) {
+            const uint4 v = lds128(mine + slot * kTailBytes + q * (kAccThreads * 16));
+            float(&a)[4] = acc[(c * kTailQuads + q) / kAccN][(c * kTailQuads + q) % kAccN];
+            a[0] += __uint_as_float(v.x); a[1] += __uint_as_float(v.y);
+            a[2] += __uint_as_float(v.z); a[3] += __uint_as_float(v.w);
+          }
+        }
+        __syncthreads();  // slot read by every thread: it may be refilled
+        if (threadIdx.x == 0 && j + kTailRing < total) issue(j + kTailRing);
+      }
+    }
   }
 
   // The staged epilogue (kStaged): `holds` = this thread's accumulators are part of the tile (kw == 0,
@@ -544,16 +617,15 @@ struct Gemm {
     // so the tail costs about one L2 round trip per split, not one per 4 output values.
     if (p.splits > 1) {
       __shared__ int s_last;
-      constexpr int kAccThreads = kWarpsM * kWarpsN * 32;  // threads holding accumulators (kw == 0)
       constexpr int kTileFloats = Tl::BM * Tl::BN;
-      static_assert(kAccThreads * kMTiles * kAccN * 4 == kTileFloats, "a partial tile is exactly the accumulators");
+      static_assert(kAccThreads * kQuads * 4 == kTileFloats, "a partial tile is exactly the accumulators");
       const int tile = blockIdx.y * gridDim.x + blockIdx.x;
       const int tiles = gridDim.x * gridDim.y;
       const long long split_stride = static_cast<long long>(tiles) * kTileFloats;
       const int t = threadIdx.x;  // < kAccThreads when kw == 0
-      float4* ws_tile = reinterpret_cast<float4*>(p.workspace + static_cast<long long>(tile) * kTileFloats) + t;
+      float* ws_tile = p.workspace + static_cast<long long>(tile) * kTileFloats;  // split 0's partial
       if (kw == 0 && n_valid) {
-        float4* ws = ws_tile + split * (split_stride / 4);
+        float4* ws = reinterpret_cast<float4*>(ws_tile + split * split_stride) + t;
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -561,6 +633,7 @@ struct Gemm {
             const float(&a)[4] = acc[mt][nt];
             __stcg(ws + (mt * kAccN + nt) * kAccThreads, make_float4(a[0], a[1], a[2], a[3]));
           }
+        if constexpr (kBulkTail) fence_proxy_async_global();  // the last CTA reads them by bulk copy
       }
       __threadfence();
       __syncthreads();
@@ -569,25 +642,33 @@ struct Gemm {
       if (!s_last) return;
       __threadfence();
       if (threadIdx.x == 0) p.locks[tile] = 0;
-      if (kw != 0 || !n_valid) return;
-      zero_acc(acc);
-      // Batches of up to 8 float4 loads in flight per thread (32 registers beside the accumulators).
-      constexpr int kQuads = kMTiles * kAccN;
-      constexpr int kBatch = kQuads < 8 ? kQuads : 8;
-      for (int s = 0; s < p.splits; ++s) {
-        const float4* src = ws_tile + s * (split_stride / 4);
+      if constexpr (kBulkTail) {
+        bulk_tail(acc, ws_tile, split_stride, p.splits, kw == 0 && n_valid);
+        if constexpr (kStaged) {
+          staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1);
+          return;
+        }
+      } else {
+        if (kw != 0 || !n_valid) return;
+        zero_acc(acc);
+        // Batches of up to 8 float4 loads in flight per thread (32 registers beside the accumulators).
+        constexpr int kBatch = kQuads < 8 ? kQuads : 8;
+        const float4* ws_t = reinterpret_cast<const float4*>(ws_tile) + t;
+        for (int s = 0; s < p.splits; ++s) {
+          const float4* src = ws_t + s * (split_stride / 4);
 #pragma unroll
-        for (int q0 = 0; q0 < kQuads; q0 += kBatch) {
-          float4 v[kBatch];
+          for (int q0 = 0; q0 < kQuads; q0 += kBatch) {
+            float4 v[kBatch];
 #pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            if (q0 + b < kQuads) v[b] = __ldcg(src + (q0 + b) * kAccThreads);
-          }
+            for (int b = 0; b < kBatch; ++b) {
+              if (q0 + b < kQuads) v[b] = __ldcg(src + (q0 + b) * kAccThreads);
+            }
 #pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            if (q0 + b < kQuads) {
-              float(&a)[4] = acc[(q0 + b) / kAccN][(q0 + b) % kAccN];
-              a[0] += v[b].x; a[1] += v[b].y; a[2] += v[b].z; a[3] += v[b].w;
+            for (int b = 0; b < kBatch; ++b) {
+              if (q0 + b < kQuads) {
+                float(&a)[4] = acc[(q0 + b) / kAccN][(q0 + b) % kAccN];
+                a[0] += v[b].x; a[1] += v[b].y; a[2] += v[b].z; a[3] += v[b].w;
+              }
             }
           }
         }
