@@ -223,6 +223,13 @@ __device__ __forceinline__ void mbar_arrive(u32 bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 #endif
 }
+// Invalidates the mbarrier at `bar` (no phase pending on it), before its shared memory is used for
+// anything else (PTX "mbarrier.inval").
+__device__ __forceinline__ void mbar_inval(u32 bar) {
+#if HUMMING_HAS_BULK
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
 // TMA: copies the box at coordinates (c0, c1) (elements; c0 the inner dimension) of the 2-D tensor map
 // at generic address `map` (a __grid_constant__ kernel parameter) to shared `dst`, zero-filling what lies
 // outside the tensor; the box's bytes are counted on the mbarrier `bar` (PTX "cp.async.bulk.tensor").

@@ -115,15 +115,18 @@ struct Gemm {
   // shared memory, in chunks of kTailQuads float4s per thread (contiguous kTailBytes of the workspace),
   // each one cp.async.bulk (the TMA unit) into a ring of kTailRing slots with one mbarrier per slot (the
   // barriers after the ring). Up to 64 KiB (128 KiB for the largest rings) are in flight at once, where
-  // the threads' own 16-byte loads kept 8 per thread (16 KiB per 128 threads) in flight: 16 batches
-  // for 4 splits of a 64 KiB tile. H200: 1-2 us faster at M = 32-256 (8192 x 8192, M = 64: 29.3 ->
-  // 27.5 us). The small partials of mma.sync tiles (4-8 KiB) keep the register path: with the bulk
-  // tail's barriers, M = 1 was 0.3-0.6 us slower.
+  // the threads' own 16-byte loads keep up to 8 per thread (16 KiB per 128 threads) in flight: 16
+  // batches for 4 splits of a 64 KiB tile. H200, same-session sweep: 0.3-2.4 us faster on launches with
+  // split-K at M = 32-256 (8192 x 8192, M = 64: 29.3 -> 27.5 us). Only where the ring holds at least
+  // what the register path keeps in flight (tiles with an odd number of 8-row blocks get small
+  // chunks). The small partials of mma.sync tiles (4-8 KiB) keep the register path: with the bulk
+  // tail, M = 1 was 0.3-0.7 us slower.
   static constexpr int kTailQuads = kQuads % 8 == 0 ? 8 : kQuads % 4 == 0 ? 4 : kQuads % 2 == 0 ? 2 : 1;
   static constexpr int kTailBytes = kTailQuads * kAccThreads * 16;
   static constexpr int kTailChunks = kQuads / kTailQuads;  // chunks per split
   static constexpr int kTailRing = pow2_fit(kTailBytes + 8, kSmemBytes, 16);  // slot + its mbarrier
-  static constexpr bool kBulkTail = kTma && kTailRing >= 2;
+  static constexpr int kRegTailBytes = (kQuads < 8 ? kQuads : 8) * kAccThreads * 16;  // register path
+  static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
@@ -204,6 +207,9 @@ struct Gemm {
       mbar_arrive_expect_tx(bar, kTailBytes);
       bulk_copy_g2s(ring + (j % kTailRing) * kTailBytes, src, kTailBytes, bar);
     };
+    // The bulk copies (async proxy) overwrite shared memory this CTA last wrote with ordinary stores
+    // (the pipeline's cp.async, the K-warp reduction): each thread orders its own accesses first.
+    fence_proxy_async_shared();
     __syncthreads();  // the pipeline's shared memory is free (the K-warp reduction's reads included)
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -233,6 +239,12 @@ struct Gemm {
         __syncthreads();  // slot read by every thread: it may be refilled
         if (threadIdx.x == 0 && j + kTailRing < total) issue(j + kTailRing);
       }
+    }
+    // Every phase is complete: the barriers' memory may be reused (the staged epilogue, after its
+    // own CTA barrier) once they are invalidated.
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int r = 0; r < kTailRing; ++r) mbar_inval(bars + 8 * r);
     }
   }
 
@@ -612,9 +624,10 @@ struct Gemm {
     // Split-K: every accumulating thread publishes its accumulators as they lie in its registers
     // (fragment-major: float4 q of thread t at (q * kAccThreads + t) * 4, coalesced 16-byte stores);
     // the last split to finish the tile loads every split's partial back into the same registers,
-    // adding them in split order (0 + p0 + p1 + ..., bit-identical whichever split is last), and
-    // writes C through the ordinary epilogue below. Each thread's loads of one split are independent,
-    // so the tail costs about one L2 round trip per split, not one per 4 output values.
+    // adding them in split order (0 + p0 + p1 + ..., bit-identical whichever split is last): with
+    // kBulkTail through shared memory by bulk copies (bulk_tail), else by its own 16-byte loads in
+    // batches of up to 8 per thread (a batch costs about one L2 round trip). Then it writes C: through
+    // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
     if (p.splits > 1) {
       __shared__ int s_last;
       constexpr int kTileFloats = Tl::BM * Tl::BN;
