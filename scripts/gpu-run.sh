@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
-#   bash .gpu/gpu-run.sh [tests|sanitize|all]
+#   bash .gpu/gpu-run.sh [tests|sanitize|races|all]
 # Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"
@@ -23,11 +23,23 @@ sanitize() {
     | tee "$out/sanitizer.log" | tail -n 15; s=${PIPESTATUS[0]}
   [ "$s" = 0 ] || rc=1
 }
+# Shared-memory races and barrier misuse (racecheck, synccheck) on the tests that reach the split-K
+# tails and the staged epilogue (quick set; racecheck is slow, so not every test).
+races() {
+  t=$(ls .gpu/gpu_correctness-* | head -n 1)
+  for tool in racecheck synccheck; do
+    echo "== compute-sanitizer $tool (gpu_cluster_split_k, gpu_tile_kind_3/7, HUMMING_GPU_QUICK=1)"
+    HUMMING_GPU_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 --nocapture \
+      gpu_cluster_split_k gpu_tile_kind_3 gpu_tile_kind_7 2>&1 | tee "$out/$tool.log" | tail -n 6; s=${PIPESTATUS[0]}
+    [ "$s" = 0 ] || rc=1
+  done
+}
 case "$what" in
   tests) run_tests ;;
   sanitize) sanitize ;;
+  races) races ;;
   all) run_tests; sanitize ;;
-  *) echo "gpu-run: unknown mode $what (tests, sanitize or all)"; rc=2 ;;
+  *) echo "gpu-run: unknown mode $what (tests, sanitize, races or all)"; rc=2 ;;
 esac
 echo "gpu-run: exit $rc"
 exit $rc
