@@ -207,8 +207,9 @@ struct Gemm {
       mbar_arrive_expect_tx(bar, kTailBytes);
       bulk_copy_g2s(ring + (j % kTailRing) * kTailBytes, src, kTailBytes, bar);
     };
-    // The bulk copies (async proxy) overwrite shared memory this CTA last wrote with ordinary stores
-    // (the pipeline's cp.async, the K-warp reduction): each thread orders its own accesses first.
+    // The bulk copies (async proxy) overwrite shared memory this CTA last accessed through the generic
+    // proxy (the stages' shared loads, the K-warp reduction's stores): each thread orders its own
+    // accesses first.
     fence_proxy_async_shared();
     __syncthreads();  // the pipeline's shared memory is free (the K-warp reduction's reads included)
     if (threadIdx.x == 0) {
