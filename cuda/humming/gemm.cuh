@@ -125,7 +125,10 @@ struct Gemm {
   static constexpr int kTailBytes = kTailQuads * kAccThreads * 16;
   static constexpr int kTailChunks = kQuads / kTailQuads;  // chunks per split
   static constexpr int kTailRing = pow2_fit(kTailBytes + 8, kSmemBytes, 16);  // slot + its mbarrier
-  static constexpr int kRegTailBytes = (kQuads < 8 ? kQuads : 8) * kAccThreads * 16;  // register path
+  // The register path's batch: up to 8 float4 loads in flight per thread (32 registers beside the
+  // accumulators), kRegTailBytes per CTA.
+  static constexpr int kRegTailBatch = kQuads < 8 ? kQuads : 8;
+  static constexpr int kRegTailBytes = kRegTailBatch * kAccThreads * 16;
   static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
@@ -665,8 +668,7 @@ struct Gemm {
       } else {
         if (kw != 0 || !n_valid) return;
         zero_acc(acc);
-        // Batches of up to 8 float4 loads in flight per thread (32 registers beside the accumulators).
-        constexpr int kBatch = kQuads < 8 ? kQuads : 8;
+        constexpr int kBatch = kRegTailBatch;
         const float4* ws_t = reinterpret_cast<const float4*>(ws_tile) + t;
         for (int s = 0; s < p.splits; ++s) {
           const float4* src = ws_t + s * (split_stride / 4);
