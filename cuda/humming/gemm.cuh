@@ -511,7 +511,11 @@ struct Gemm {
             // Step it - 1's last wgmma group is done once this step's first group is committed: release
             // its stage. Thread 0 then refills that stage with step it + STAGES - 1, once every warp has
             // released it (n-th release = phase n).
-            if (kk == kGroupSlabs - 1 && it > 0 && lane == 0) mbar_arrive(empties + 8 * prev_stage);
+            // (__syncwarp: every lane's shared loads of that stage happen before lane 0's release.)
+            if (kk == kGroupSlabs - 1 && it > 0) {
+              __syncwarp();
+              if (lane == 0) mbar_arrive(empties + 8 * prev_stage);
+            }
             if (kk == (kGroupSlabs < 2 ? 1 : 3) && threadIdx.x == 0 && next < iters) {
               if (it > 0) mbar_wait(empties + 8 * prev_stage, static_cast<u32>((it - 1) / Tl::STAGES) & 1u);
               loader.load_weights_one(sbase + prev_stage * L::kStageBytes, bars + 8 * prev_stage, p);
