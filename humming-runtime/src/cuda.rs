@@ -577,8 +577,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// The tile used for `m` rows of `[n, k]` weights: the smallest `block_m` that covers `m`, else
     /// the largest (a `wgmma` tile before an `mma.sync` one of the same `block_m`), see
     /// [`select_tile_index`]; among several tiles of that `block_m` and kind, the first (in declaration
-    /// order) whose launch fits one wave of resident CTAs, with its own split-K count, else the last
-    /// of them ([`first_single_wave`]).
+    /// order) whose launch fits one wave of resident CTAs, with its own split-K count, and has at most
+    /// one output tile per SM, else the last of them ([`first_single_wave`]).
     pub fn select_tile(&self, m: usize, n: usize, k: usize) -> TileConfig {
         self.tiles[self.select_index(m, n, k)].tile
     }
@@ -589,23 +589,24 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let Some(f) = tiles.get(first) else {
             return first;
         };
-        let candidates: Vec<(usize, usize, usize)> = self
+        let candidates: Vec<WaveCandidate> = self
             .tiles
             .iter()
             .enumerate()
             .filter(|(_, l)| {
                 l.tile.block_m == f.block_m && (l.tile.mma == Mma::Wgmma) == (f.mma == Mma::Wgmma)
             })
-            .map(|(i, l)| {
-                let grid = output_tiles(&l.tile, m, n);
-                (
-                    i,
-                    grid.saturating_mul(self.splits_for(&l.tile, m, n, k)),
-                    self.sms.saturating_mul(l.ctas_per_sm),
-                )
+            .map(|(index, l)| {
+                let tiles = output_tiles(&l.tile, m, n);
+                WaveCandidate {
+                    index,
+                    tiles,
+                    ctas: tiles.saturating_mul(self.splits_for(&l.tile, m, n, k)),
+                    slots: self.sms.saturating_mul(l.ctas_per_sm),
+                }
             })
             .collect();
-        first_single_wave(&candidates).unwrap_or(first)
+        first_single_wave(&candidates, self.sms).unwrap_or(first)
     }
 
     /// Packs quantized weights into the kernel layout and uploads them.
@@ -1034,21 +1035,40 @@ pub fn choose_splits(
         .unwrap_or(1)
 }
 
-/// Among `candidates` (tile index, CTAs of the launch including its K splits, CTAs the GPU holds at
-/// once), in order: the first whose CTAs fit one wave, else the last; `None` for an empty list.
+/// One tile's launch, a candidate of [`first_single_wave`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaveCandidate {
+    /// Index of the tile in the kernel's tile list.
+    pub index: usize,
+    /// Output tiles of the launch (row tiles x column tiles).
+    pub tiles: usize,
+    /// CTAs of the launch: output tiles x K splits.
+    pub ctas: usize,
+    /// CTAs of this tile the GPU holds at once (SMs x CTAs per SM).
+    pub slots: usize,
+}
+
+/// Among `candidates`, in order: the index of the first whose CTAs fit one wave and whose output
+/// tiles are at most one per SM (`sms`), else of the last; `None` for an empty list.
 ///
-/// Used to choose between tiles of one `block_m`: e.g. the default 16-row tile (16, 128, 256) of 8
-/// warps compiled for one CTA per SM and the same tile with `ctas_per_sm = 2` (128 registers). On the
-/// H200 (W4A16 g128, M = 16) the first takes 16.3 / 15.3 / 7.7 us at 8192 x 8192 / 4096 x 14336 /
-/// 4096 x 4096 (one wave) against 16.9 / 15.9 / 8.4 us, but 29.3 us against 26.3 at 28672 x 4096,
-/// where its 224 CTAs need two waves. (The 4-warp (16, 128, 128) tile it replaced, three CTAs per SM:
-/// 18.0 / 17.1 / 9.6 and 28.5 us.)
-pub fn first_single_wave(candidates: &[(usize, usize, usize)]) -> Option<usize> {
+/// Used to choose between tiles of one `block_m` (H200, W4A16 g128):
+/// - the default 16-row tile (16, 128, 256) of 8 warps compiled for one CTA per SM and the same tile
+///   with `ctas_per_sm = 2` (128 registers): at M = 16 the first takes 16.3 / 15.3 / 7.7 us at
+///   8192 x 8192 / 4096 x 14336 / 4096 x 4096 (one wave) against 16.9 / 15.9 / 8.4 us, but 29.3 us
+///   against 26.3 at 28672 x 4096, where its 224 CTAs need two waves;
+/// - the `wgmma` tiles of 128 channels and two warpgroups along K before those of one warpgroup
+///   or 256 channels: at M = 64, (64, 128, 128) (two CTAs per SM) takes 13.3 / 27.7 / 26.5 us at
+///   4096 x 4096 / 8192 x 8192 / 4096 x 14336 against 17.1 / 27.8 / 28.4 for (64, 256, 128), but
+///   43.0 against 39.0 at 28672 x 4096, whose 224 output tiles fit one wave of two CTAs per SM only
+///   by sharing SMs (hence the one-tile-per-SM condition); at M = 128, (128, 128, 128) (one CTA per
+///   SM) 17.7 / 37.7 / 37.7 against 20.2 / 41.8 / 41.5 for (128, 128, 64), and 70.2 against 61.7 at
+///   28672 x 4096.
+pub fn first_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
     candidates
         .iter()
-        .find(|&&(_, ctas, slots)| ctas <= slots)
+        .find(|c| c.ctas <= c.slots && c.tiles <= sms)
         .or(candidates.last())
-        .map(|&(i, _, _)| i)
+        .map(|c| c.index)
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest

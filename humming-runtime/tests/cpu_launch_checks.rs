@@ -1,7 +1,9 @@
 //! Launch argument checks (no GPU needed): every check returns a typed error naming its argument.
 
 use humming_runtime::Error;
-use humming_runtime::cuda::{LaunchShape, check_launch, first_single_wave, select_tile_index};
+use humming_runtime::cuda::{
+    LaunchShape, WaveCandidate, check_launch, first_single_wave, select_tile_index,
+};
 use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
 
 fn spec(fields: &str) -> KernelSpec {
@@ -314,11 +316,22 @@ fn split_k_balances_the_multiprocessors() {
 /// resident CTAs, else the last.
 #[test]
 fn single_wave_choice() {
-    // (index, CTAs of the launch, CTAs resident at once on the GPU)
-    assert_eq!(first_single_wave(&[(1, 128, 132), (2, 256, 396)]), Some(1));
-    assert_eq!(first_single_wave(&[(1, 132, 132), (2, 256, 396)]), Some(1));
-    assert_eq!(first_single_wave(&[(1, 224, 132), (2, 224, 396)]), Some(2));
-    assert_eq!(first_single_wave(&[(1, 500, 132), (2, 800, 396)]), Some(2));
-    assert_eq!(first_single_wave(&[(4, 500, 132)]), Some(4));
-    assert_eq!(first_single_wave(&[]), None);
+    // (index, output tiles, CTAs of the launch, CTAs resident at once on the GPU); 132 SMs.
+    let c = |index, tiles, ctas, slots| WaveCandidate {
+        index,
+        tiles,
+        ctas,
+        slots,
+    };
+    let pick = |cands: &[WaveCandidate]| first_single_wave(cands, 132);
+    assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 256, 396)]), Some(1));
+    assert_eq!(pick(&[c(1, 66, 132, 132), c(2, 66, 256, 396)]), Some(1));
+    assert_eq!(pick(&[c(1, 224, 224, 132), c(2, 224, 224, 396)]), Some(2));
+    assert_eq!(pick(&[c(1, 500, 500, 132), c(2, 800, 800, 396)]), Some(2));
+    assert_eq!(pick(&[c(4, 500, 500, 132)]), Some(4));
+    // One wave of two CTAs per SM, but more output tiles than SMs: the next candidate.
+    assert_eq!(pick(&[c(5, 224, 224, 264), c(6, 112, 112, 132)]), Some(6));
+    assert_eq!(pick(&[c(5, 133, 133, 264), c(6, 67, 134, 264)]), Some(6));
+    assert_eq!(pick(&[c(5, 132, 264, 264), c(6, 66, 264, 264)]), Some(5));
+    assert_eq!(pick(&[]), None);
 }

@@ -63,18 +63,34 @@ humming_c3fab3ea01b6b95c76319ba322abd6a2_t5(const __grid_constant__ humming::Gem
   humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true>>::run(params);
 }
 
-// tile 6: b64x256x128w64x64x64s4wgmma, 256 threads, 136192 bytes of shared memory
+// tile 6: b64x128x128w64x32x64s4wgmma, 256 threads, 103424 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::kSmemBytes == 103424u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(256, 1)
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t6(const __grid_constant__ humming::GemmParams params) {
+  humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::run(params);
+}
+
+// tile 7: b64x256x128w64x64x64s4wgmma, 256 threads, 136192 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true>>::kSmemBytes == 136192u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 1)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t6(const __grid_constant__ humming::GemmParams params) {
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t7(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true>>::run(params);
 }
 
-// tile 7: b128x128x64w128x32x64s4wgmma, 128 threads, 87040 bytes of shared memory
+// tile 8: b128x128x128w128x32x64s4wgmma, 256 threads, 168960 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true>>::kSmemBytes == 168960u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+extern "C" __global__ void __launch_bounds__(256, 1)
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t8(const __grid_constant__ humming::GemmParams params) {
+  humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true>>::run(params);
+}
+
+// tile 9: b128x128x64w128x32x64s4wgmma, 128 threads, 87040 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true>>::kSmemBytes == 87040u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 extern "C" __global__ void __launch_bounds__(128, 2)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t7(const __grid_constant__ humming::GemmParams params) {
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t9(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true>>::run(params);
 }
