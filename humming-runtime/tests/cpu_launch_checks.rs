@@ -313,7 +313,7 @@ fn split_k_balances_the_multiprocessors() {
 }
 
 /// Between tiles of one block M: the first whose launch (CTAs including K splits) fits one wave of
-/// resident CTAs, else the last.
+/// resident CTAs and has at most one output tile per SM, else the last.
 #[test]
 fn single_wave_choice() {
     // (index, output tiles, CTAs of the launch, CTAs resident at once on the GPU); 132 SMs.
@@ -333,5 +333,7 @@ fn single_wave_choice() {
     assert_eq!(pick(&[c(5, 224, 224, 264), c(6, 112, 112, 132)]), Some(6));
     assert_eq!(pick(&[c(5, 133, 133, 264), c(6, 67, 134, 264)]), Some(6));
     assert_eq!(pick(&[c(5, 132, 264, 264), c(6, 66, 264, 264)]), Some(5));
+    // Few enough output tiles, but more CTAs (with their splits) than one wave: the next candidate.
+    assert_eq!(pick(&[c(1, 100, 200, 132), c(2, 100, 200, 264)]), Some(2));
     assert_eq!(pick(&[]), None);
 }

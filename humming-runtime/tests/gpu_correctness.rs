@@ -674,7 +674,8 @@ fn gpu_long_groups() {
 /// Every tile kind on its own (one tile per kernel, so M does not pick another): the `mma.sync` tiles
 /// of 32 and 64 rows, which the default tiles replace by `wgmma` ones on Hopper, the default 16-row
 /// tile compiled for two CTAs per SM (128 registers, which the matrix tests' N never selects), and `wgmma` tiles of
-/// 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 6 stages. N = 192
+/// 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 6 stages, one and
+/// two CTAs per SM (the default wgmma tiles among them). N = 192
 /// and 576 leave warps of a wgmma tile past N; K = 576 ends in a partial stage; M not a multiple of
 /// the tile. One test per tile, so that they run in parallel; `wgmma` tiles are skipped on GPUs other
 /// than compute capability 9.0.
@@ -765,4 +766,6 @@ tile_kind_tests! {
     gpu_tile_kind_10: 10, "(16, 128, 256), warp = (16, 64, 64), stages = 3, ctas_per_sm = 2", false;
     gpu_tile_kind_11: 11, "(128, 128, 128), warp = (128, 32, 64), stages = 4, mma = wgmma", true;
     gpu_tile_kind_12: 12, "(64, 128, 128), warp = (64, 32, 64), stages = 6, mma = wgmma", true;
+    gpu_tile_kind_13: 13, "(64, 128, 128), warp = (64, 32, 64), stages = 4, mma = wgmma, ctas_per_sm = 2", true;
+    gpu_tile_kind_14: 14, "(64, 256, 128), warp = (64, 64, 64), stages = 4, mma = wgmma", true;
 }

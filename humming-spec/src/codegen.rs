@@ -51,10 +51,11 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// accumulators; see `gemm.cuh`); of the two 16-row tiles, both of 8 warps (256 deep), the runtime
 /// takes the one compiled for one CTA per SM when its launch fits one wave, else the one compiled
 /// for two (`ctas_per_sm = 2`, 128 registers; [`tiles_of`] leaves it out where two CTAs' shared
-/// memory does not fit, e.g. 8-bit weights). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
+/// memory does not fit the smallest SM among the targets, e.g. 8-bit weights, or Q4_1-style float
+/// offsets with sm_80's 164 KiB). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
 /// 32 rows over 256 channels (two warpgroups along K); 64 rows over 128 channels (warps of 32
-/// channels, two warpgroups along K) where the launch has at most one output tile per SM, else over
-/// 256; 128 rows over 128 channels (warps of 32 channels; two warpgroups along K, one CTA per SM,
+/// channels, two warpgroups along K, two CTAs per SM where they fit) where the launch fits one wave
+/// with at most one output tile per SM, else over 256; 128 rows over 128 channels (warps of 32 channels; two warpgroups along K, one CTA per SM,
 /// where the launch fits one wave with at most one output tile per SM, else one warpgroup, two CTAs
 /// per SM); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere. Chosen from sweeps on the
 /// H200 (`examples/tune.rs`, PERFORMANCE.md).
@@ -84,11 +85,17 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     ];
     if archs.contains(Arch::Sm90a) {
         tiles.push(t(32, 256, 128, 32, 64, 4, Mma::Wgmma));
-        // 128 channels, two warpgroups along K, two CTAs per SM: where at most one output tile per SM
-        // (the runtime's `first_single_wave`); H200, W4A16 g128, M = 64: 4096 x 4096 17.1 -> 13.3 us,
-        // 8192 x 8192 27.8 -> 27.7, 4096 x 14336 28.4 -> 26.5; 28672 x 4096 stays on the next tile
-        // (39.0 vs 43.0 us).
-        tiles.push(t(64, 128, 128, 64, 32, 4, Mma::Wgmma));
+        // 128 channels, two warpgroups along K, compiled for two CTAs per SM (128 registers; left out
+        // by `tiles_of` where two CTAs' shared memory does not fit, e.g. 8-bit weights): taken where
+        // the launch fits one wave with at most one output tile per SM (the runtime's
+        // `first_single_wave`); H200, W4A16 g128, M = 64: 4096 x 4096 17.1 -> 13.3 us, 8192 x 8192
+        // 27.8 -> 27.7, 4096 x 14336 28.4 -> 26.5; 28672 x 4096 stays on the next tile (39.0 vs
+        // 43.0 us). At one CTA per SM (5 or 6 stages) it lost at 8192 x 8192 (31.6 us) and
+        // 4096 x 14336 (30.0).
+        tiles.push(TileConfig {
+            ctas_per_sm: 2,
+            ..t(64, 128, 128, 64, 32, 4, Mma::Wgmma)
+        });
         tiles.push(t(64, 256, 128, 64, 64, 4, Mma::Wgmma));
         // Two warpgroups along K (one CTA per SM, 200 registers for W4A16): half the K splits of the
         // next tile at the same parallelism, summed in shared memory and, with 2-8 splits, in a

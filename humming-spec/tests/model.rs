@@ -1,7 +1,7 @@
 //! The model's contract: canonical descriptors, stable hashes, validation rules, generated CUDA.
 
 use humming_spec::codegen::{entry_name, generate_cuda, smem_bytes, tiles_of};
-use humming_spec::{DType, KernelSpec, ScaleGranularity, ZeroPoint, parse_kernel_str};
+use humming_spec::{DType, KernelSpec, Mma, ScaleGranularity, ZeroPoint, parse_kernel_str};
 
 fn spec(fields: &str) -> KernelSpec {
     parse_kernel_str(fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
@@ -172,18 +172,32 @@ fn validation_rules() {
     }
 }
 
-/// The default tile compiled for two CTAs per SM is left out where two CTAs' shared memory does not
-/// fit (8-bit weights), and kept for 4-bit weights on sm_80 + sm_90a.
+/// The default tiles compiled for two CTAs per SM (the 16-row `mma.sync` tile, the 64-row `wgmma`
+/// tile of 128 channels) are left out where two CTAs' shared memory does not fit (8-bit weights; the
+/// 16-row tile also for float offsets with sm_80's 164 KiB), and kept for 4-bit weights on
+/// sm_80 + sm_90a.
 #[test]
-fn default_two_cta_tile_only_where_it_fits() {
-    let two = |fields: &str| {
+fn default_two_cta_tiles_only_where_they_fit() {
+    let two = |fields: &str| -> Vec<(u16, Mma)> {
         tiles_of(&spec(fields))
             .iter()
             .filter(|t| t.ctas_per_sm == 2)
-            .count()
+            .map(|t| (t.block_m, t.mma))
+            .collect()
     };
-    assert_eq!(two("a: f16, b: u4, scale: group(128)"), 1);
-    assert_eq!(two("a: f16, b: u8, scale: group(32)"), 0);
+    assert_eq!(
+        two("a: f16, b: u4, scale: group(128)"),
+        [(16, Mma::Sync), (64, Mma::Wgmma)]
+    );
+    assert_eq!(
+        two("a: f16, b: u4, scale: group(128), arch: [sm_80]"),
+        [(16, Mma::Sync)]
+    );
+    assert_eq!(
+        two("a: f16, b: u4, scale: group(32), zero_point: float"),
+        [(64, Mma::Wgmma)]
+    );
+    assert_eq!(two("a: f16, b: u8, scale: group(32)"), []);
 }
 
 /// Snapshot of the generated CUDA: the source must stay a readable, thin instantiation. Update

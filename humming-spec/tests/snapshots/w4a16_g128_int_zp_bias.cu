@@ -63,10 +63,10 @@ humming_c3fab3ea01b6b95c76319ba322abd6a2_t5(const __grid_constant__ humming::Gem
   humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true>>::run(params);
 }
 
-// tile 6: b64x128x128w64x32x64s4wgmma, 256 threads, 103424 bytes of shared memory
+// tile 6: b64x128x128w64x32x64s4wgmmac2, 256 threads, 103424 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::kSmemBytes == 103424u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t6(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::run(params);
 }
