@@ -52,13 +52,13 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// takes the one compiled for one CTA per SM when its launch fits one wave, else the one compiled
 /// for two (`ctas_per_sm = 2`, 128 registers; [`tiles_of`] leaves it out where two CTAs' shared
 /// memory does not fit the smallest SM among the targets, e.g. 8-bit weights, or Q4_1-style float
-/// offsets with sm_80's 164 KiB). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on Hopper:
-/// 32 rows over 256 channels (two warpgroups along K); 64 rows over 128 channels (warps of 32
-/// channels, two warpgroups along K, two CTAs per SM where they fit) where the launch fits one wave
-/// with at most one output tile per SM, else over 256; 128 rows over 128 channels (warps of 32 channels; two warpgroups along K, one CTA per SM,
-/// where the launch fits one wave with at most one output tile per SM, else one warpgroup, two CTAs
-/// per SM); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere. Chosen from sweeps on the
-/// H200 (`examples/tune.rs`, PERFORMANCE.md).
+/// offsets with sm_80's 164 KiB). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on
+/// Hopper: 32 rows over 256 channels (two warpgroups along K); 64 rows over 128 channels (warps of
+/// 32 channels, two warpgroups along K, two CTAs per SM where they fit) where the launch fits one
+/// wave with at most one output tile per SM, else over 256; 128 rows over 128 channels (warps of 32
+/// channels; two warpgroups along K and one CTA per SM under the same condition, else one
+/// warpgroup and two CTAs per SM); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere.
+/// Chosen from sweeps on the H200 (`examples/tune.rs`, PERFORMANCE.md).
 pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     let t = |bm, bn, bk, wm, wn, st, mma| TileConfig {
         block_m: bm,
@@ -100,10 +100,10 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         // Two warpgroups along K (one CTA per SM, 200 registers for W4A16): half the K splits of the
         // next tile at the same parallelism, summed in shared memory and, with 2-8 splits, in a
         // cluster. Taken where its launch fits one wave with at most one output tile per SM (the
-        // runtime's `first_single_wave`); H200,
-        // W4A16 g128, M = 128 / 256: 4096 x 4096 20.2 -> 17.7 / 27.5 -> 21.6 us, 8192 x 8192
-        // 41.8 -> 37.7 / 69.3 -> 67.0, 4096 x 14336 41.5 -> 37.7 / 63.7 -> 60.9; 28672 x 4096
-        // (224 tiles, two waves of it) stays on the next tile (61.7 vs 70.2 us at M = 128).
+        // runtime's `first_single_wave`); H200, W4A16 g128, M = 128 / 256: 4096 x 4096
+        // 20.2 -> 17.7 / 27.5 -> 21.6 us, 8192 x 8192 41.8 -> 37.7 / 69.3 -> 67.0, 4096 x 14336
+        // 41.5 -> 37.7 / 63.7 -> 60.9; 28672 x 4096 (224 tiles, two waves of it) stays on the next
+        // tile (61.7 vs 70.2 us at M = 128).
         tiles.push(t(128, 128, 128, 128, 32, 4, Mma::Wgmma));
         tiles.push(t(128, 128, 64, 128, 32, 4, Mma::Wgmma));
     }
