@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
 #   bash .gpu/gpu-run.sh [tests|sanitize|races|all]
-# Logs go to $OUT (or ./gpu-out).
+# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes more than 335 s and `sanitize` more than
+# 85 s (2026-11-30): with a 10-minute limit per call, run them in separate calls.
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"
 what="${1:-all}"
