@@ -289,17 +289,7 @@ fn split_k_balances_the_multiprocessors() {
     assert_eq!(choose_splits(&t, 16, 4096, 4096, 132, 3), 4);
     assert_eq!(choose_splits(&t, 64, 8192, 4096, 132, 3), 1);
     // wgmma tiles: the same rule without the cap on partials (132 SMs x 2 resident CTAs here).
-    let wg = TileConfig {
-        block_m: 128,
-        block_n: 128,
-        block_k: 64,
-        warp_m: 128,
-        warp_n: 32,
-        warp_k: 64,
-        stages: 4,
-        mma: Mma::Wgmma,
-        ctas_per_sm: 0,
-    };
+    let wg = wg128;
     assert_eq!(choose_splits(&wg, 128, 8192, 8192, 132, 2), 4); // 64 tiles x 4 = 256 CTAs
     assert_eq!(choose_splits(&wg, 256, 8192, 8192, 132, 2), 2); // 128 tiles x 2
     assert_eq!(choose_splits(&wg, 128, 4096, 14336, 132, 2), 8); // 32 tiles x 8
