@@ -870,26 +870,18 @@ unsafe fn launch_ex(
     cluster_z: u32,
 ) -> std::result::Result<(), cudarc::driver::DriverError> {
     stream.context().bind_to_thread()?;
-    let attribute = |id| sys::CUlaunchAttribute {
-        id,
-        pad: [0; 4],
-        // SAFETY: an all-zero bit pattern is a valid value of this plain-data union.
-        value: unsafe { std::mem::zeroed() },
-    };
-    let mut attrs = Vec::with_capacity(2);
+    // At most two attributes, in a fixed array (no allocation per launch).
+    let mut attrs = [launch_attribute(
+        sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+    ); 2];
+    let mut used = 0;
     if pdl {
-        let mut a = attribute(
-            sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-        );
-        a.value.programmaticStreamSerializationAllowed = 1;
-        attrs.push(a);
+        attrs[used].value.programmaticStreamSerializationAllowed = 1;
+        used += 1;
     }
     if cluster_z > 1 {
-        let mut a = attribute(sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
-        a.value.clusterDim.x = 1;
-        a.value.clusterDim.y = 1;
-        a.value.clusterDim.z = cluster_z;
-        attrs.push(a);
+        attrs[used] = cluster_attribute(cluster_z);
+        used += 1;
     }
     let config = sys::CUlaunchConfig {
         gridDimX: cfg.grid_dim.0,
@@ -901,7 +893,7 @@ unsafe fn launch_ex(
         sharedMemBytes: cfg.shared_mem_bytes,
         hStream: stream.cu_stream(),
         attrs: attrs.as_mut_ptr(),
-        numAttrs: attrs.len() as u32,
+        numAttrs: used as u32,
     };
     let mut args = [params as *const GemmParams as *mut std::ffi::c_void];
     // SAFETY: the caller's contract; `config`, `attrs` and `args` live across the call.
@@ -922,6 +914,25 @@ fn output_tiles(t: &TileConfig, m: usize, n: usize) -> usize {
         .saturating_mul(m.div_ceil(t.block_m.max(1) as usize).min(65535))
 }
 
+/// A launch attribute `id` with an all-zero value, for the caller to fill.
+fn launch_attribute(id: sys::CUlaunchAttributeID) -> sys::CUlaunchAttribute {
+    sys::CUlaunchAttribute {
+        id,
+        pad: [0; 4],
+        // SAFETY: an all-zero bit pattern is a valid value of this plain-data union.
+        value: unsafe { std::mem::zeroed() },
+    }
+}
+
+/// The launch attribute for thread-block clusters of 1 x 1 x `z` CTAs.
+fn cluster_attribute(z: u32) -> sys::CUlaunchAttribute {
+    let mut a = launch_attribute(sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+    a.value.clusterDim.x = 1;
+    a.value.clusterDim.y = 1;
+    a.value.clusterDim.z = z;
+    a
+}
+
 /// Clusters of `size` CTAs (1 x 1 x `size`) of `func` with `threads` threads and `smem` bytes of
 /// dynamic shared memory that the GPU holds at once (`cuOccupancyMaxActiveClusters`).
 fn max_active_clusters(
@@ -930,15 +941,7 @@ fn max_active_clusters(
     smem: u32,
     size: u32,
 ) -> std::result::Result<usize, cudarc::driver::DriverError> {
-    // SAFETY: an all-zero bit pattern is a valid value of this plain-data union.
-    let mut attr = sys::CUlaunchAttribute {
-        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-        pad: [0; 4],
-        value: unsafe { std::mem::zeroed() },
-    };
-    attr.value.clusterDim.x = 1;
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = size;
+    let mut attr = cluster_attribute(size);
     let config = sys::CUlaunchConfig {
         gridDimX: 1,
         gridDimY: 1,
