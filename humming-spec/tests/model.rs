@@ -200,6 +200,47 @@ fn default_two_cta_tiles_only_where_they_fit() {
     assert_eq!(two("a: f16, b: u8, scale: group(32)"), []);
 }
 
+/// Every default tile a kernel is compiled with, declared explicitly in `tiles: [...]` for the same
+/// format, passes the declaration rules (the GPU tests declare them one at a time): the defaults
+/// keep no tile a user could not write.
+#[test]
+fn default_tiles_pass_the_declaration_rules() {
+    let formats = [
+        "a: f16, b: u4, scale: group(128)",
+        "a: f16, b: u4, scale: group(128), zero_point: int",
+        "a: bf16, b: u4, scale: group(32), zero_point: float",
+        "a: f16, b: i4, scale: channel, bias: true",
+        "a: bf16, b: u3, scale: group(64), zero_point: float",
+        "a: f16, b: u2, scale: channel, zero_point: int",
+        "a: f16, b: u8, scale: group(32)",
+        "a: bf16, b: u1, scale: group(128)",
+    ];
+    for format in formats {
+        for archs in [", arch: [sm_90a]", ", arch: [sm_80, sm_90a]", ""] {
+            for t in tiles_of(&spec(&format!("{format}{archs}"))) {
+                let mut tile = format!(
+                    "tile(block = ({}, {}, {}), warp = ({}, {}, {}), stages = {}",
+                    t.block_m, t.block_n, t.block_k, t.warp_m, t.warp_n, t.warp_k, t.stages
+                );
+                if t.mma == Mma::Wgmma {
+                    tile.push_str(", mma = wgmma");
+                }
+                if t.ctas_per_sm != 0 {
+                    tile.push_str(&format!(", ctas_per_sm = {}", t.ctas_per_sm));
+                }
+                // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!).
+                let arch = if t.mma == Mma::Wgmma {
+                    ", arch: [sm_90a]"
+                } else {
+                    archs
+                };
+                let declared = spec(&format!("{format}{arch}, tiles: [{tile})]"));
+                assert_eq!(tiles_of(&declared), [t], "{format}{arch}");
+            }
+        }
+    }
+}
+
 /// Snapshot of the generated CUDA: the source must stay a readable, thin instantiation. Update
 /// deliberately with `HUMMING_UPDATE_SNAPSHOTS=1 cargo test -p humming-spec --test model`.
 #[test]
