@@ -162,7 +162,21 @@ fn validation_rules() {
             "a: f16, b: u4, scale: group(128), arch: [sm_86], tiles: [tile(block = (16, 128, 256), warp = (16, 64, 64), stages = 3, ctas_per_sm = 2)]",
             "102400 bytes",
         ),
+        // The 8-row tile of 8 warps: three CTAs per SM leave 85 registers (it needs 80), four 64.
+        (
+            "a: f16, b: u4, scale: group(128), arch: [sm_90a], tiles: [tile(block = (8, 128, 256), warp = (8, 64, 64), stages = 2, ctas_per_sm = 4)]",
+            "leaves 64 registers per thread (256 threads per CTA); this tile needs at least 80",
+        ),
+        // Three CTAs of ~62 KiB fit sm_90's 228 KiB, not sm_80's 164 KiB.
+        (
+            "a: f16, b: u4, scale: group(128), arch: [sm_80, sm_90a], tiles: [tile(block = (8, 128, 256), warp = (8, 64, 64), stages = 3, ctas_per_sm = 3)]",
+            "167936 bytes",
+        ),
     ];
+    let three = spec(
+        "a: f16, b: u4, scale: group(128), arch: [sm_90a], tiles: [tile(block = (8, 128, 256), warp = (8, 64, 64), stages = 3, ctas_per_sm = 3)]",
+    );
+    assert_eq!(tiles_of(&three)[0].ctas_per_sm, 3);
     for (fields, needle) in cases {
         let e = err(fields);
         assert!(
