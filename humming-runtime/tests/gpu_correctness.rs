@@ -673,21 +673,22 @@ fn gpu_long_groups() {
 
 /// Every tile kind on its own (one tile per kernel, so M does not pick another): the `mma.sync` tiles
 /// of 32 and 64 rows, which the default tiles replace by `wgmma` ones on Hopper, the default 16-row
-/// tile compiled for two CTAs per SM (128 registers, which the matrix tests' N never selects), and `wgmma` tiles of
-/// 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 6 stages, one and
-/// two CTAs per SM (the default wgmma tiles among them). N = 192
-/// and 576 leave warps of a wgmma tile past N; K = 576 ends in a partial stage; M not a multiple of
-/// the tile. One test per tile, so that they run in parallel; `wgmma` tiles are skipped on GPUs other
-/// than compute capability 9.0.
-fn tile_kind(index: usize, tile: &str, wgmma: bool) {
+/// tile compiled for two CTAs per SM (128 registers, which the matrix tests' N never selects), the
+/// 8-row tile compiled for three CTAs per SM (80 registers; its shared memory fits sm_90 only), and
+/// `wgmma` tiles of 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 6
+/// stages, one and two CTAs per SM (the default wgmma tiles among them). N = 192 and 576 leave warps
+/// of a wgmma tile past N; K = 576 ends in a partial stage; M not a multiple of the tile. One test per
+/// tile, so that they run in parallel; tiles declared for sm_90a alone (`sm90a`: every `wgmma` tile)
+/// are skipped on GPUs other than compute capability 9.0.
+fn tile_kind(index: usize, tile: &str, sm90a: bool) {
     let name = format!("gpu_tile_kind_{index}");
     let Some(stream) = gpu_or_skip(&name) else {
         return;
     };
-    if wgmma && stream.context().compute_capability().ok() != Some((9, 0)) {
+    if sm90a && stream.context().compute_capability().ok() != Some((9, 0)) {
         let _ = writeln!(
             std::io::stderr(),
-            "skipped: {name} (wgmma needs compute capability 9.0, sm_90a)"
+            "skipped: {name} (declared for sm_90a, which needs compute capability 9.0)"
         );
         return;
     }
@@ -715,8 +716,9 @@ fn tile_kind(index: usize, tile: &str, wgmma: bool) {
     let formats = formats
         .iter()
         .filter(|f| !(tile.contains("ctas_per_sm") && f.0 == 8));
-    // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!).
-    let arch = if wgmma { ", arch: [sm_90a]" } else { "" };
+    // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!); three CTAs of the
+    // 8-row tile fit sm_90's shared memory, not sm_80's.
+    let arch = if sm90a { ", arch: [sm_90a]" } else { "" };
     let tiles = format!("{arch}, tiles: [tile(block = {tile})]");
     for &(bits, zp, g, bias) in formats {
         for dtype in 0..2 {
@@ -740,13 +742,13 @@ fn tile_kind(index: usize, tile: &str, wgmma: bool) {
     );
 }
 
-/// One `#[test]` per tile (`name: index, tile text, is wgmma`).
+/// One `#[test]` per tile (`name: index, tile text, declared for sm_90a alone`).
 macro_rules! tile_kind_tests {
-    ($($name:ident: $index:expr, $tile:expr, $wgmma:expr;)*) => {
+    ($($name:ident: $index:expr, $tile:expr, $sm90a:expr;)*) => {
         $(
             #[test]
             fn $name() {
-                tile_kind($index, $tile, $wgmma);
+                tile_kind($index, $tile, $sm90a);
             }
         )*
     };
@@ -768,4 +770,5 @@ tile_kind_tests! {
     gpu_tile_kind_12: 12, "(64, 128, 128), warp = (64, 32, 64), stages = 6, mma = wgmma", true;
     gpu_tile_kind_13: 13, "(64, 128, 128), warp = (64, 32, 64), stages = 4, mma = wgmma, ctas_per_sm = 2", true;
     gpu_tile_kind_14: 14, "(64, 256, 128), warp = (64, 64, 64), stages = 4, mma = wgmma", true;
+    gpu_tile_kind_15: 15, "(8, 128, 256), warp = (8, 64, 64), stages = 3, ctas_per_sm = 3", true;
 }
