@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
 #   bash .gpu/gpu-run.sh [tests|sanitize|races|all]
-# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~310 s and `sanitize` ~4 minutes
-# (2026-11-30: memcheck with 8 test threads, summed over four partial runs): with a 10-minute limit
-# per call, run them in separate calls.
+# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~310 s and `sanitize` an estimated
+# ~4 minutes (2026-11-30: memcheck with 6-8 test threads, 231 s for 32 of the 35 tests in three
+# partial runs): with a 10-minute limit per call, run them in separate calls.
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"
 what="${1:-all}"
@@ -21,8 +21,8 @@ run_tests() {
 sanitize() {
   t=$(ls .gpu/gpu_correctness-* | head -n 1)
   echo "== compute-sanitizer memcheck (reduced set: every test, HUMMING_GPU_QUICK=1)"
-  # Tests in parallel: one at a time, four tests took more than 330 s on the H200; 8 at a time the
-  # whole set takes ~4 minutes.
+  # Tests in parallel: one at a time, four tests took more than 330 s on the H200; 6-8 at a time,
+  # 32 tests took 231 s.
   HUMMING_GPU_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" --test-threads=8 --nocapture 2>&1 \
     | tee "$out/sanitizer.log" | tail -n 15; s=${PIPESTATUS[0]}
   [ "$s" = 0 ] || rc=1

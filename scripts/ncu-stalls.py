@@ -8,18 +8,25 @@ Prints the warp-stall samples per stall reason and the busiest instructions. Wit
 executed instructions are split into prologue (before START), main loop and tail (from END); `--per N`
 divides the main loop's executed instructions by N (e.g. warps x iterations) to give instructions per
 warp and iteration. Reads the CSV columns ncu 2025.3 writes ("Address", "Source", "Warp Stall
-Sampling (All Samples)", "Instructions Executed", "stall_*").
+Sampling (All Samples)", "Instructions Executed", "stall_*"), of the first kernel in the export.
 """
 
 import argparse
 import csv
 
 
-def num(text: str) -> int:
+def num(text: str) -> float:
+    """A cell as a number: "1,024" -> 1024.0, "" -> 0.0; anything else is an error."""
+    text = text.replace(",", "").strip()
+    return float(text) if text else 0.0
+
+
+def is_hex(text: str) -> bool:
     try:
-        return int(text.replace(",", ""))
+        int(text, 16)
+        return True
     except ValueError:
-        return 0
+        return False
 
 
 def main() -> None:
@@ -30,11 +37,18 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
 
-    rows = list(csv.reader(open(args.csv, newline="")))
+    with open(args.csv, newline="") as f:
+        rows = list(csv.reader(f))
     header_at = next(i for i, r in enumerate(rows) if "Address" in r)
     hdr = rows[header_at]
-    data = [r for r in rows[header_at + 1 :] if len(r) == len(hdr)]
     col = {h: i for i, h in enumerate(hdr)}
+    # The first kernel of the export: its rows up to the next kernel's "Kernel Name" line.
+    data = []
+    for r in rows[header_at + 1 :]:
+        if r and r[0] == "Kernel Name":
+            break
+        if len(r) == len(hdr) and is_hex(r[col["Address"]]):
+            data.append(r)
     reasons = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
     samples_col = col["Warp Stall Sampling (All Samples)"]
     base = int(data[0][col["Address"]], 16)
@@ -60,16 +74,16 @@ def main() -> None:
             reason_sum[(reg, h)] = reason_sum.get((reg, h), 0) + num(r[col[h]])
         busiest.append((s, off, r[col["Source"]].strip()))
 
-    print(f"{total} stall samples, {len(data)} SASS instructions")
+    print(f"{total:.0f} stall samples, {len(data)} SASS instructions")
     for reg, s in by_region.items():
         top = sorted(((v, h[6:]) for (g, h), v in reason_sum.items() if g == reg and v), reverse=True)
         line = ", ".join(f"{name} {100 * v / total:.1f}%" for v, name in top[:8])
-        print(f"  {reg}: {100 * s / total:.1f}% of samples, {executed[reg]} instructions executed; {line}")
+        print(f"  {reg}: {100 * s / total:.1f}% of samples, {executed[reg]:.0f} instructions executed; {line}")
     if args.per and "main" in executed:
         print(f"  main loop: {executed['main'] / args.per:.1f} instructions per warp and iteration")
-    print(f"busiest instructions (samples, offset, SASS):")
+    print("busiest instructions (samples, offset, SASS):")
     for s, off, src in sorted(busiest, reverse=True)[: args.top]:
-        print(f"  {s:6d} {100 * s / total:5.1f}%  {off:#07x}  {src}")
+        print(f"  {s:6.0f} {100 * s / total:5.1f}%  {off:#07x}  {src}")
 
 
 if __name__ == "__main__":

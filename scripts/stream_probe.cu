@@ -1,17 +1,21 @@
 // stream_probe: how fast can a kernel that only reads B bytes from DRAM run, launch after launch?
 //
-// The W4A16 targets compare our GEMM with the "DRAM floor" (bytes / copy bandwidth). At M <= 16 our
-// kernels spend ~3.8 us per launch on top of their streaming time (PERFORMANCE.md, K sweep). This
-// probe measures the same cost for kernels that do nothing but read: the smallest per-launch cost a
-// real kernel of those bytes can expect on this machine, under the conditions of .gpu/bench (graph
-// replay, buffers rotated past the 60 MB L2 cache, programmatic dependent launch on or off).
+// The W4A16 targets compare our GEMM with the "DRAM floor" (bytes / copy bandwidth). At M = 1 our
+// kernels take ~3.8 us per launch more than their streaming time (PERFORMANCE.md, K sweep of
+// 28672 x K). This probe measures what kernels that do nothing but read pay on the same terms as
+// .gpu/bench (graph replay, buffers rotated past the 60 MB L2 cache, programmatic dependent launch
+// on or off): the time a real kernel of those bytes can hope for on this machine.
 //
-// Kernels (each reads `bytes` once, spread evenly over the grid, and writes one word per CTA):
-//   ldg   : 16-byte ld.global.nc.L1::no_allocate, 8 loads in flight per thread, 512 threads, 2 CTAs/SM
-//   bulk  : cp.async.bulk global -> shared, a ring of S stages of 16 KB completed on mbarriers, one
-//           CTA per SM (the loading scheme of our kernels); with PDL the first S stages are issued
-//           before griddepcontrol.wait, as our kernels do with their weights
-// PDL modes: off; on (trigger at kernel start, griddepcontrol.wait before the first load for ldg).
+// Kernels (each reads `bytes` once, spread evenly over the grid; `bytes` a multiple of 16 KiB for
+// `bulk`; they fold what they read into a value stored only if it equals a constant, so that the
+// loads stay):
+//   ldg   : 16-byte ld.global.nc.L1::no_allocate, 8 loads in flight per thread, 512 threads, a grid
+//           of 2 CTAs per SM
+//   bulk  : cp.async.bulk global -> shared, a ring of S stages of 16 KiB completed on mbarriers (the
+//           loading scheme of our kernels), a grid of one CTA per SM (2-4 fit, so with PDL the next
+//           launch's CTAs are resident beside them); with PDL the first S stages are issued before
+//           griddepcontrol.wait, as our kernels do with their weights
+// PDL modes: off; on (trigger at kernel start; for ldg, griddepcontrol.wait before the first load).
 //
 // Build and run on the GPU machine:  nvcc -O3 -arch=sm_90a -o /tmp/stream_probe scripts/stream_probe.cu
 //                                     /tmp/stream_probe

@@ -678,8 +678,8 @@ fn gpu_long_groups() {
 /// `wgmma` tiles of 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 6
 /// stages, one and two CTAs per SM (the default wgmma tiles among them). N = 192 and 576 leave warps
 /// of a wgmma tile past N; K = 576 ends in a partial stage; M not a multiple of the tile. One test per
-/// tile, so that they run in parallel; tiles declared for sm_90a alone (`sm90a`: every `wgmma` tile)
-/// are skipped on GPUs other than compute capability 9.0.
+/// tile, so that they run in parallel; tiles declared for sm_90a alone (`sm90a`: every `wgmma` tile
+/// and the three-CTA 8-row tile) are skipped on GPUs other than compute capability 9.0.
 fn tile_kind(index: usize, tile: &str, sm90a: bool) {
     let name = format!("gpu_tile_kind_{index}");
     let Some(stream) = gpu_or_skip(&name) else {
@@ -711,8 +711,8 @@ fn tile_kind(index: usize, tile: &str, sm90a: bool) {
         (8, Zp::Symmetric, 32, false),
         (2, Zp::Integer, 0, false),
     ];
-    // Two CTAs of the 8-bit format's stages do not fit an SM: `ctas_per_sm = 2` rejects it (a compile
-    // error, tests/ui/tile_ctas_per_sm_shared_memory.rs).
+    // Two or three CTAs of the 8-bit format's stages do not fit an SM: `ctas_per_sm` rejects it (a
+    // compile error, tests/ui/tile_ctas_per_sm_shared_memory.rs).
     let formats = formats
         .iter()
         .filter(|f| !(tile.contains("ctas_per_sm") && f.0 == 8));

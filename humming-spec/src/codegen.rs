@@ -319,13 +319,15 @@ pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
 }
 
 /// The fewest registers per thread a tile may be compiled for with an explicit `ctas_per_sm`:
-/// `mma.sync` warp tiles of 8 rows 80 (ptxas 13.0 fits the (8, 128, 256) tile of 8 warps, three CTAs
-/// per SM, in 79-80 registers for W4A16 g128, u4 with integer zero points, u3 with float offsets,
-/// u7, u2 per channel and u8, without spills; bf16 u4 g128 spills 20 bytes), of 16 rows 128 (ptxas
-/// 13.0 fits the (16, 128, 256) tile in 128: four loop-invariant words spilled, 4 local loads in a
-/// 393-instruction main-loop iteration), larger 160; `wgmma` tiles their accumulators (`block_m * warp_n / 32`) plus 64 (the default
-/// (64, 128, 128) tile of warps of 32 channels, `ctas_per_sm = 2`, compiles in 128 without spills with
-/// ptxas 13.0: W4A16 g128 at 128, u4 with integer zero points at 123).
+/// `mma.sync` warp tiles of 8 rows 80 (ptxas 13.0 fits the (8, 128, 256) tile of 8 warps and 3
+/// stages, three CTAs per SM, in 79-80 registers without spills for W4A16 g128, u4 with integer zero
+/// points, u3 with float offsets and u2 per channel; bf16 u4 g128 spills 20 bytes), of 16 rows 128
+/// (ptxas 13.0 fits the (16, 128, 256) tile in 128: four loop-invariant words spilled, 4 local loads
+/// in a 393-instruction main-loop iteration), larger 160; `wgmma` tiles their accumulators
+/// (`block_m * warp_n / 32`) plus 64 (measured on the default (64, 128, 128) tile of warps of 32
+/// channels, `ctas_per_sm = 2`: no spills at 128 for W4A16 g128 and at 123 for u4 with integer zero
+/// points; a tile at the bound may spill a little, e.g. (32, 256, 128) with two CTAs per SM, 16 bytes
+/// for bf16 u3 g64 with float offsets). A floor, not a guarantee: spills only cost time.
 pub fn min_registers(t: &TileConfig) -> u32 {
     match t.mma {
         Mma::Sync if t.warp_m <= 8 => 80,
