@@ -114,6 +114,13 @@ __global__ void __launch_bounds__(256, 1) bulk_kernel(const char* __restrict__ s
   if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
 }
 
+using BulkKernel = void (*)(const char*, size_t, unsigned*, int);
+
+// The bulk kernel of `stages` stages (3, 6 or 12, the ones the cases use).
+BulkKernel bulk_for(int stages) {
+  return stages == 3 ? bulk_kernel<3> : stages == 6 ? bulk_kernel<6> : bulk_kernel<12>;
+}
+
 struct Case {
   const char* kernel;
   int stages;  // bulk only
@@ -150,9 +157,8 @@ int main() {
     CK(cudaEventElapsedTime(&ms, e0, e1));
     std::printf("copy bandwidth %.2f TB/s\n", 2.0 * half * 10 / (ms * 1e-3) / 1e12);
   }
-  CK(cudaFuncSetAttribute(bulk_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, 3 * kChunk));
-  CK(cudaFuncSetAttribute(bulk_kernel<6>, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * kChunk));
-  CK(cudaFuncSetAttribute(bulk_kernel<12>, cudaFuncAttributeMaxDynamicSharedMemorySize, 12 * kChunk));
+  for (const int stages : {3, 6, 12})
+    CK(cudaFuncSetAttribute(bulk_for(stages), cudaFuncAttributeMaxDynamicSharedMemorySize, stages * kChunk));
 
   const size_t sizes[] = {0, 1 << 20, 8388608, 29360128, 33554432, 58720256};
   const Case cases[] = {{"ldg", 0, 0}, {"ldg", 0, 1}, {"bulk", 3, 0}, {"bulk", 3, 1},
@@ -179,9 +185,7 @@ int main() {
           cfg.gridDim = dim3(sms);
           cfg.blockDim = dim3(256);
           cfg.dynamicSmemBytes = c.stages * kChunk;
-          if (c.stages == 3) CK(cudaLaunchKernelEx(&cfg, bulk_kernel<3>, src, bytes, out, c.pdl));
-          if (c.stages == 6) CK(cudaLaunchKernelEx(&cfg, bulk_kernel<6>, src, bytes, out, c.pdl));
-          if (c.stages == 12) CK(cudaLaunchKernelEx(&cfg, bulk_kernel<12>, src, bytes, out, c.pdl));
+          CK(cudaLaunchKernelEx(&cfg, bulk_for(c.stages), src, bytes, out, c.pdl));
         }
         CK(cudaGetLastError());
       };
