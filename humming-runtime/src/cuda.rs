@@ -584,12 +584,12 @@ impl<A: Element, C: Element> Gemm<A, C> {
     }
 
     fn select_index(&self, m: usize, n: usize, k: usize) -> usize {
-        let tiles: Vec<TileConfig> = self.tiles.iter().map(|t| t.tile).collect();
-        let first = select_tile_index(&tiles, m);
-        let Some(f) = tiles.get(first) else {
+        // (No allocation: this runs on every launch.)
+        let first = select_tile_index_in(self.tiles.iter().map(|l| &l.tile), m);
+        let Some(f) = self.tiles.get(first).map(|l| l.tile) else {
             return first;
         };
-        let candidates: Vec<WaveCandidate> = self
+        let candidates = self
             .tiles
             .iter()
             .enumerate()
@@ -604,9 +604,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
                     ctas: tiles.saturating_mul(self.splits_for(&l.tile, m, n, k)),
                     slots: self.sms.saturating_mul(l.ctas_per_sm),
                 }
-            })
-            .collect();
-        first_single_wave(&candidates, self.sms).unwrap_or(first)
+            });
+        first_single_wave_in(candidates, self.sms).unwrap_or(first)
     }
 
     /// Packs quantized weights into the kernel layout and uploads them.
@@ -1012,9 +1011,8 @@ pub fn choose_splits(
     sms: usize,
     ctas_per_sm: usize,
 ) -> usize {
-    let tiles = n
-        .div_ceil(t.block_n.max(1) as usize)
-        .saturating_mul(m.div_ceil(t.block_m.max(1) as usize));
+    // (Row tiles capped at 65535 as in a launch: where the cap binds, one split anyway.)
+    let tiles = output_tiles(t, m, n);
     let steps = k.div_ceil(t.block_k.max(1) as usize);
     if tiles == 0 || steps == 0 {
         return 1;
@@ -1068,24 +1066,43 @@ pub struct WaveCandidate {
 ///   (128, 128, 128) (one CTA per SM) 17.7 / 37.7 / 37.7 against 20.2 / 41.8 / 41.5 for
 ///   (128, 128, 64), and 70.2 against 61.7 at 28672 x 4096.
 pub fn first_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
-    candidates
-        .iter()
-        .find(|c| c.ctas <= c.slots && c.tiles <= sms)
-        .or(candidates.last())
-        .map(|c| c.index)
+    first_single_wave_in(candidates.iter().copied(), sms)
+}
+
+/// [`first_single_wave`] over any sequence of candidates.
+fn first_single_wave_in(
+    candidates: impl IntoIterator<Item = WaveCandidate>,
+    sms: usize,
+) -> Option<usize> {
+    let mut last = None;
+    for c in candidates {
+        if c.ctas <= c.slots && c.tiles <= sms {
+            return Some(c.index);
+        }
+        last = Some(c.index);
+    }
+    last
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest
 /// `block_m`; among equal `block_m` a [`Mma::Wgmma`] tile (the list holds only tiles the GPU can run),
 /// then the first. 0 for an empty list.
 pub fn select_tile_index(tiles: &[TileConfig], m: usize) -> usize {
+    select_tile_index_in(tiles.iter(), m)
+}
+
+/// [`select_tile_index`] over any (cloneable) sequence of tiles.
+fn select_tile_index_in<'a>(
+    tiles: impl Iterator<Item = &'a TileConfig> + Clone,
+    m: usize,
+) -> usize {
     let plain = |t: &TileConfig| t.mma != Mma::Wgmma;
     let covering = tiles
-        .iter()
+        .clone()
         .enumerate()
         .filter(|(_, t)| t.block_m as usize >= m)
         .min_by_key(|(i, t)| (t.block_m, plain(t), *i));
-    let largest = tiles.iter().enumerate().max_by_key(|(i, t)| {
+    let largest = tiles.enumerate().max_by_key(|(i, t)| {
         (
             t.block_m,
             std::cmp::Reverse(plain(t)),
