@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
 #   bash .gpu/gpu-run.sh [tests|sanitize|races|all]
-# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~310 s and `sanitize` an estimated
+# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~310-400 s and `sanitize` an estimated
 # ~4 minutes (2026-11-30: memcheck with 6-8 test threads, 231 s for 32 of the 35 tests in three
 # partial runs): with a 10-minute limit per call, run them in separate calls.
 set -uo pipefail
