@@ -283,21 +283,18 @@ fn split_k_balances_the_multiprocessors() {
         warp_n: 32,
         ..wg32
     };
-    assert_eq!(choose_splits(&wg128, 128, 4096, 4096, 132, 2), 4); // 1024 of K per split
-    assert_eq!(choose_splits(&wg128, 128, 8192, 8192, 132, 2), 4); // 64 tiles, 264 slots
     // The f32 partials stay within a quarter of the weight traffic: splits * M <= K / 64.
     assert_eq!(choose_splits(&t, 16, 4096, 4096, 132, 3), 4);
     assert_eq!(choose_splits(&t, 64, 8192, 4096, 132, 3), 1);
     // wgmma tiles: the same rule without the cap on partials (132 SMs x 2 resident CTAs here).
-    let wg = wg128;
-    assert_eq!(choose_splits(&wg, 128, 8192, 8192, 132, 2), 4); // 64 tiles x 4 = 256 CTAs
-    assert_eq!(choose_splits(&wg, 256, 8192, 8192, 132, 2), 2); // 128 tiles x 2
-    assert_eq!(choose_splits(&wg, 128, 4096, 14336, 132, 2), 8); // 32 tiles x 8
-    assert_eq!(choose_splits(&wg, 128, 28672, 4096, 132, 2), 1); // 224 tiles: one wave already
-    assert_eq!(choose_splits(&wg, 128, 4096, 4096, 132, 2), 4); // 1024 of K per split
-    assert_eq!(choose_splits(&wg, 128, 128, 2048, 132, 2), 2);
-    assert_eq!(choose_splits(&wg, 128, 128, 512, 132, 2), 1);
-    assert_eq!(choose_splits(&wg, 0, 0, 0, 0, 0), 1);
+    assert_eq!(choose_splits(&wg128, 128, 8192, 8192, 132, 2), 4); // 64 tiles x 4 = 256 CTAs of 264 slots
+    assert_eq!(choose_splits(&wg128, 256, 8192, 8192, 132, 2), 2); // 128 tiles x 2
+    assert_eq!(choose_splits(&wg128, 128, 4096, 14336, 132, 2), 8); // 32 tiles x 8
+    assert_eq!(choose_splits(&wg128, 128, 28672, 4096, 132, 2), 1); // 224 tiles: one wave already
+    assert_eq!(choose_splits(&wg128, 128, 4096, 4096, 132, 2), 4); // 1024 of K per split
+    assert_eq!(choose_splits(&wg128, 128, 128, 2048, 132, 2), 2);
+    assert_eq!(choose_splits(&wg128, 128, 128, 512, 132, 2), 1);
+    assert_eq!(choose_splits(&wg128, 0, 0, 0, 0, 0), 1);
     // Degenerate inputs do not panic.
     assert_eq!(choose_splits(&t, 0, 0, 0, 0, 0), 1);
 }
