@@ -5,9 +5,7 @@
 #   scripts/build-gpu-bins.sh            # tests + examples (smollm2, bench, ...) + humming_py_bench.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# (A failed install must stop here: `eval "$(...)"` alone would hide the failure under set -e.)
-toolchain_env="$(scripts/install-cuda-toolchain.sh --env)" || { echo "$(basename "$0"): the CUDA toolchain install failed" >&2; exit 1; }
-eval "$toolchain_env"
+. scripts/cuda-env.sh
 export HUMMING_REQUIRE_NVCC=1
 mkdir -p .gpu
 rm -f .gpu/*

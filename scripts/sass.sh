@@ -12,9 +12,7 @@ if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   exit 2
 fi
 fields="$1"; tile="${2:-0}"; arch="${3:-sm_90a}"
-# (A failed install must stop here: `eval "$(...)"` alone would hide the failure under set -e.)
-toolchain_env="$(scripts/install-cuda-toolchain.sh --env)" || { echo "$(basename "$0"): the CUDA toolchain install failed" >&2; exit 1; }
-eval "$toolchain_env"
+. scripts/cuda-env.sh
 cuobjdump="${CUOBJDUMP:-$(command -v cuobjdump || true)}"
 [ -n "$cuobjdump" ] || { echo "sass.sh: cuobjdump not found (pip install nvidia-cuda-cuobjdump; set CUOBJDUMP)" >&2; exit 2; }
 d=/tmp/humming-sass; mkdir -p "$d"

