@@ -84,10 +84,18 @@ struct QuantConfig {
 
 // One tile configuration. kWgmma: the Hopper wgmma kernel (one warpgroup of four warps along N per 64
 // of BK, each warp over all BM rows and 64 or 32 channels; see gemm.cuh), else mma.sync.
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int WK_, int STAGES_, bool WGMMA_ = false>
+// CONSUMER_REGS_ > 0 (wgmma only): a producer warpgroup after the compute warps issues every copy of
+// the stage ring; it gives its registers back (setmaxnreg) down to kProducerRegs per thread and the
+// compute warps take kConsumerRegs = CONSUMER_REGS_ (the code generator's budget, codegen.rs).
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int WK_, int STAGES_, bool WGMMA_ = false, int CONSUMER_REGS_ = 0>
 struct Tile {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, WK = WK_, STAGES = STAGES_;
   static constexpr bool kWgmma = WGMMA_;
+  static constexpr bool kProducer = CONSUMER_REGS_ > 0;
+  static constexpr int kConsumerRegs = CONSUMER_REGS_;
+  static constexpr int kProducerRegs = 24;  // codegen.rs: PRODUCER_REGISTERS
+  static_assert(!kProducer || (kWgmma && CONSUMER_REGS_ % 8 == 0 && CONSUMER_REGS_ >= 24 && CONSUMER_REGS_ <= 256),
+                "a producer warpgroup only with wgmma; setmaxnreg counts are multiples of 8 in 24..256");
   static_assert(WK == 64 && (WN == 64 || (kWgmma && WN == 32)), "warp tiles are 64 deep and 64 wide (wgmma: or 32 wide)");
   static_assert(kWgmma || ((WM == 8 || (WM % 16 == 0 && WM <= 64)) && BM % WM == 0),
                 "mma.sync: warp M must be 8, 16, 32, 48 or 64 and divide block M");

@@ -17,11 +17,21 @@
 // operand (128-byte swizzle). The design follows Humming's Hopper path (weights as the register
 // operand, "swap AB"). The wgmmas are committed in groups of kGroupSlabs = 2 slabs; one group runs while
 // the warps dequantize the next. On sm_90a (kTma) every copy of a stage, the A tile included (a TMA
-// box per 64 of K, through GemmParams::a_map), is issued by thread 0 and completes the stage's "full"
-// mbarrier; the main loop has no CTA barrier: every thread releases a stage on its "empty" mbarrier
-// once its warp's wgmma group that last read it is done, and thread 0 refills it (STAGES - 1 ahead)
-// after every thread has released it. Elsewhere (cp.async, a compiled-only fallback: wgmma needs sm_90a) the loader
-// refills a stage two iterations after it was read (STAGES - 2 ahead).
+// box per 64 of K, through GemmParams::a_map), is issued by one thread and completes the stage's
+// "full" mbarrier; the main loop has no CTA barrier: every compute thread releases a stage on its
+// "empty" mbarrier once its warp's wgmma group that last read it is done, and the stage is refilled
+// once every compute thread has released it. Tiles with a producer warpgroup (Tl::kProducer, warp
+// specialisation as in Humming's and CUTLASS's Hopper kernels) leave that to the first thread of a
+// 128-thread warpgroup after the compute warps, which hands its registers to them (setmaxnreg: e.g.
+// 384 threads launched at 168 registers, the compute warps at 240) and leaves once the last stage is
+// issued; after the main loop the compute threads meet at named barrier 1 (and, with a cluster, at
+// the cluster barrier, which the leaving warpgroup does not hold up: gpu_cluster_split_k). H200,
+// W4A16 g128 (eleventh session): 8192 x 8192 M = 32 / 128 / 256 22.2 / 37.5 / 66.7 -> 19.0 / 29.9 /
+// 51.8 us. Tiles declared for two or more CTAs per SM, or of more than 8 compute warps (whose
+// registers the warpgroup would cut), let thread 0 refill a stage (STAGES - 1 ahead) once it is
+// released, in its warp's main loop. Elsewhere (cp.async, a
+// compiled-only fallback: wgmma needs sm_90a) the loader refills a stage two iterations after it was
+// read (STAGES - 2 ahead).
 // The accumulators land in the swap-AB layout, so the reduction, split-K and epilogue are shared.
 //
 // Split-K (gridDim.z = splits > 1, for grids too small to fill the GPU): split s walks its own range
@@ -57,7 +67,12 @@ struct Gemm {
   static constexpr int kHalves = 64 / Tl::WN;
   static constexpr int kWarpsK = L::kWarpsK;
   static constexpr int kWarpsM = Tl::BM / Tl::WM;
-  static constexpr int kThreads = kWarpsM * kWarpsN * kWarpsK * 32;
+  static constexpr int kThreads = kWarpsM * kWarpsN * kWarpsK * 32;  // compute threads
+  // Tl::kProducer: a producer warpgroup after the kThreads compute threads (threads kThreads.. +127);
+  // the CTA is launched with kLaunchThreads. It leaves once the last stage is issued, so that after
+  // the main loop only the compute threads meet, at named barrier 1 (sync_compute).
+  static constexpr bool kProducer = Tl::kProducer;
+  static constexpr int kLaunchThreads = kThreads + (kProducer ? 128 : 0);
   // Warp tiles of 8 or 16 rows use the weights as the mma's A operand (16 channels x 16 k) and the rows
   // of A as its B operand (one n8 tile per 8 rows), "swap AB": at M <= 8 this halves the mma count (one
   // n8 tile instead of an m16 tile that is mostly padding), and each thread's accumulators hold only its
@@ -86,7 +101,8 @@ struct Gemm {
   __device__ __forceinline__ static int plain_row(int mt, int h, int lane) { return mt * 16 + (lane >> 2) + h * 8; }
   __device__ __forceinline__ static int plain_col(int nt, int lane) { return nt * 8 + 2 * (lane & 3); }
   // Stages loaded ahead of the one being read: STAGES - 1, or STAGES - 2 for wgmma (see above).
-  // kTma (wgmma on sm_90a): STAGES - 1, a stage is refilled once every thread has released it (below).
+  // kTma (wgmma on sm_90a): STAGES - 1, a stage is refilled once every thread has released it (below);
+  // with a producer warpgroup all STAGES (produce).
   static constexpr bool kTma = StageLoader<Q, Tl, kThreads>::kTma;
   static constexpr int kAhead = kWgmma && !kTma ? Tl::STAGES - 2 : Tl::STAGES - 1;
   // k16 slabs per wgmma commit group (1, 2 or 4): one group runs while the warps dequantize the next.
@@ -105,7 +121,7 @@ struct Gemm {
   static constexpr int kStageLd = Tl::BN + 4;
   static constexpr int kMaxClusterSplits = 8;  // portable cluster size
   static constexpr bool kStaged = kWgmma && Tl::BM * kStageLd * 4 <= kSmemBytes;
-  static_assert(kThreads <= 1024, "too many threads per CTA");
+  static_assert(kLaunchThreads <= 1024, "too many threads per CTA");
 
   // Split-K partials: the kAccThreads threads of K-warp 0 hold the tile's accumulators, kQuads float4s
   // each; a split's partial tile is stored fragment-major (float4 q of thread t at q * kAccThreads + t).
@@ -183,6 +199,45 @@ struct Gemm {
     }
   }
 
+  // A barrier of the kThreads compute threads (all threads when there is no producer warpgroup).
+  __device__ __forceinline__ static void sync_compute() {
+    if constexpr (kProducer) {
+      asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+    } else {
+      __syncthreads();
+    }
+  }
+
+  // Tl::kProducer (sm_90a): the producer warpgroup's first thread fills the whole ring (weights
+  // before griddepcontrol.wait, A after it), then refills stage s with step it as soon as every
+  // compute thread has released the stage's previous use, step it - STAGES (its release completes
+  // phase it / STAGES - 1 of the stage's "empty" mbarrier). The compute warps never issue a copy or
+  // wait for a release.
+  template <class Loader>
+  __device__ __forceinline__ static void produce(Loader& loader, const GemmParams& p, u32 sbase, u32 bars, u32 empties,
+                                                 int iters, int m0) {
+#pragma unroll
+    for (int s = 0; s < Tl::STAGES; ++s) {
+      if (s < iters) loader.load_weights_one(sbase + s * L::kStageBytes, bars + 8 * s, p);
+    }
+    grid_dependency_wait();
+#pragma unroll
+    for (int s = 0; s < Tl::STAGES; ++s) {
+      if (s < iters) loader.load_a_tma(sbase + s * L::kStageBytes, bars + 8 * s, p, m0);
+    }
+    int stage = 0;
+    u32 parity = 0;
+    for (int it = Tl::STAGES; it < iters; ++it) {
+      mbar_wait(empties + 8 * stage, parity);
+      loader.load_weights_one(sbase + stage * L::kStageBytes, bars + 8 * stage, p);
+      loader.load_a_tma(sbase + stage * L::kStageBytes, bars + 8 * stage, p, m0);
+      if (++stage == Tl::STAGES) {
+        stage = 0;
+        parity ^= 1u;
+      }
+    }
+  }
+
   __device__ __forceinline__ static void zero_acc(float (&acc)[kMTiles][kAccN][4]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
@@ -214,7 +269,7 @@ struct Gemm {
     // proxy (the stages' shared loads, the K-warp reduction's stores): each thread orders its own
     // accesses first.
     fence_proxy_async_shared();
-    __syncthreads();  // the pipeline's shared memory is free (the K-warp reduction's reads included)
+    sync_compute();  // the pipeline's shared memory is free (the K-warp reduction's reads included)
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int r = 0; r < kTailRing; ++r) mbar_init(bars + 8 * r, 1);
@@ -223,7 +278,7 @@ struct Gemm {
       for (int j = 0; j < kTailRing && j < total; ++j) issue(j);
     }
     zero_acc(acc);
-    __syncthreads();  // the barriers are initialised before anyone waits on them
+    sync_compute();  // the barriers are initialised before anyone waits on them
     const u32 mine = ring + threadIdx.x * 16;
     for (int s = 0; s < splits; ++s) {
 #pragma unroll
@@ -240,7 +295,7 @@ struct Gemm {
             a[2] += __uint_as_float(v.z); a[3] += __uint_as_float(v.w);
           }
         }
-        __syncthreads();  // slot read by every thread: it may be refilled
+        sync_compute();  // slot read by every thread: it may be refilled
         if (threadIdx.x == 0 && j + kTailRing < total) issue(j + kTailRing);
       }
     }
@@ -259,7 +314,7 @@ struct Gemm {
                                                          bool holds, int wm, int wn, int lane, int m0, int n0, int rank,
                                                          int ranks) {
     extern __shared__ __align__(128) char smem[];
-    __syncthreads();  // the pipeline buffers (and the K-warp reduction's) are free
+    sync_compute();  // the pipeline buffers (and the K-warp reduction's) are free
     if (holds) {
 #pragma unroll
       for (int i = 0; i < kAccN; ++i)
@@ -270,7 +325,7 @@ struct Gemm {
     if (ranks > 1) {
       cluster_sync();
     } else {
-      __syncthreads();
+      sync_compute();
     }
     const int rows = min(Tl::BM, p.m - m0);
     constexpr int kChunks = Tl::BN / 8;  // 8 channels each
@@ -330,6 +385,7 @@ struct Gemm {
     const int wn = warp % kWarpsN;
     const int wm = (warp / kWarpsN) % kWarpsM;
     const int kw = warp / (kWarpsN * kWarpsM);
+    const bool producer = kProducer && threadIdx.x >= kThreads;
     const int n0 = blockIdx.x * Tl::BN;
     const int m0 = blockIdx.y * Tl::BM;
     const int unit_n = wn / kHalves;               // this warp's 64-channel unit in the tile
@@ -385,7 +441,19 @@ struct Gemm {
       }
       __syncthreads();
     }
-    if constexpr (kTma) {
+    if constexpr (kProducer) {
+      // The producer warpgroup gives its registers to the compute warps, its first thread walks the
+      // stage ring (produce), then the warpgroup leaves. Without TMA (wgmma compiled for an arch
+      // below sm_90, where it cannot run) the kernel traps.
+      if constexpr (!kTma) __trap();
+      if (producer) {
+        setmaxnreg_dec<Tl::kProducerRegs>();
+        if (threadIdx.x == kThreads) produce(loader, p, sbase, bars, empties, iters, m0);
+        return;
+      }
+      setmaxnreg_inc<Tl::kConsumerRegs>();
+      grid_dependency_wait();
+    } else if constexpr (kTma) {
       // Thread 0 is the producer: the first stages' weights before griddepcontrol.wait, A after it.
       if (threadIdx.x == 0) {
 #pragma unroll
@@ -518,7 +586,7 @@ struct Gemm {
             if (kk == kGroupSlabs - 1 && it > 0) {
               mbar_arrive(empties + 8 * prev_stage);
             }
-            if (kk == (kGroupSlabs < 2 ? 1 : 3) && threadIdx.x == 0 && next < iters) {
+            if (!kProducer && kk == (kGroupSlabs < 2 ? 1 : 3) && threadIdx.x == 0 && next < iters) {
               if (it > 0) mbar_wait(empties + 8 * prev_stage, static_cast<u32>((it - 1) / Tl::STAGES) & 1u);
               loader.load_weights_one(sbase + prev_stage * L::kStageBytes, bars + 8 * prev_stage, p);
               loader.load_a_tma(sbase + prev_stage * L::kStageBytes, bars + 8 * prev_stage, p, m0);
@@ -595,7 +663,7 @@ struct Gemm {
 
     // Reduce the warps along K through shared memory (the pipeline buffers are free now).
     if constexpr (kWarpsK > 1) {
-      __syncthreads();
+      sync_compute();
       float* red = reinterpret_cast<float*>(smem);
       const int slot_base = (wm * kWarpsN + wn) * kMTiles * kAccN;
       constexpr int kSlots = kWarpsM * kWarpsN * kMTiles * kAccN;
@@ -608,7 +676,7 @@ struct Gemm {
             for (int j = 0; j < 4; ++j)
               red[(((kw - 1) * kSlots + slot_base + mt * kAccN + nt) * 4 + j) * 32 + lane] = acc[mt][nt][j];
       }
-      __syncthreads();
+      sync_compute();
       if (kw == 0) {
 #pragma unroll
         for (int k2 = 1; k2 < kWarpsK; ++k2)
@@ -659,9 +727,9 @@ struct Gemm {
         if constexpr (kBulkTail) fence_proxy_async_global();  // the last CTA reads them by bulk copy
       }
       __threadfence();
-      __syncthreads();
+      sync_compute();
       if (threadIdx.x == 0) s_last = atomicAdd(p.locks + tile, 1) == p.splits - 1;
-      __syncthreads();
+      sync_compute();
       if (!s_last) return;
       __threadfence();
       if (threadIdx.x == 0) p.locks[tile] = 0;

@@ -1059,10 +1059,11 @@ pub struct WaveCandidate {
 ///   8192 x 8192 / 4096 x 14336 / 4096 x 4096 (one wave) against 16.9 / 15.9 / 8.4 us, but 29.3 us
 ///   against 26.3 at 28672 x 4096, where its 224 CTAs need two waves;
 /// - the `wgmma` tiles of 128 channels and two warpgroups along K before those of one warpgroup
-///   or 256 channels: at M = 64, (64, 128, 128) (compiled for two CTAs per SM) takes 13.3 / 27.7 /
-///   26.5 us at 4096 x 4096 / 8192 x 8192 / 4096 x 14336 against 17.1 / 27.8 / 28.4 for
-///   (64, 256, 128), but 43.0 against 39.0 at 28672 x 4096, whose 224 output tiles fit one wave of
-///   two CTAs per SM only by sharing SMs (hence the one-tile-per-SM condition); at M = 128,
+///   or 256 channels: at M = 64, (64, 128, 128) (one CTA per SM with a producer warpgroup, eleventh
+///   session) takes 11.0 / 21.9 / 21.7 us at 4096 x 4096 / 8192 x 8192 / 4096 x 14336 against
+///   17.1 / 24.8 / 25.9 for (64, 256, 128), but 40.0 against 31.7 at 28672 x 4096, whose 224 output
+///   tiles need two waves of it (hence the one-tile-per-SM condition; the eighth session's figures,
+///   with the tile at two CTAs per SM, led the same way); at M = 128,
 ///   (128, 128, 128) (one CTA per SM) 17.7 / 37.7 / 37.7 against 20.2 / 41.8 / 41.5 for
 ///   (128, 128, 64), and 70.2 against 61.7 at 28672 x 4096.
 pub fn first_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {

@@ -54,8 +54,9 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// memory does not fit the smallest SM among the targets, e.g. 8-bit weights, or Q4_1-style float
 /// offsets with sm_80's 164 KiB). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on
 /// Hopper: 32 rows over 256 channels (two warpgroups along K); 64 rows over 128 channels (warps of
-/// 32 channels, two warpgroups along K, two CTAs per SM where they fit) where the launch fits one
-/// wave with at most one output tile per SM, else over 256; 128 rows over 128 channels (warps of 32
+/// 32 channels, two warpgroups along K, one CTA per SM) where the launch fits one wave with at most
+/// one output tile per SM, else over 256; every `wgmma` tile here has a producer warpgroup
+/// ([`TileConfig::producer_warpgroup`]); 128 rows over 128 channels (warps of 32
 /// channels; two warpgroups along K and one CTA per SM under the same condition, else one
 /// warpgroup and two CTAs per SM); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere.
 /// Chosen from sweeps on the H200 (`examples/tune.rs`, PERFORMANCE.md).
@@ -85,17 +86,14 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     ];
     if archs.contains(Arch::Sm90a) {
         tiles.push(t(32, 256, 128, 32, 64, 4, Mma::Wgmma));
-        // 128 channels, two warpgroups along K, compiled for two CTAs per SM (128 registers; left out
-        // by `tiles_of` where two CTAs' shared memory does not fit, e.g. 8-bit weights): taken where
-        // the launch fits one wave with at most one output tile per SM (the runtime's
-        // `first_single_wave`); H200, W4A16 g128, M = 64: 4096 x 4096 17.1 -> 13.3 us, 8192 x 8192
-        // 27.8 -> 27.7, 4096 x 14336 28.4 -> 26.5; 28672 x 4096 stays on the next tile (39.0 vs
-        // 43.0 us). At one CTA per SM (5 or 6 stages) it lost at 8192 x 8192 (31.6 us) and
-        // 4096 x 14336 (30.0).
-        tiles.push(TileConfig {
-            ctas_per_sm: 2,
-            ..t(64, 128, 128, 64, 32, 4, Mma::Wgmma)
-        });
+        // 128 channels, two warpgroups along K, one CTA per SM with a producer warpgroup (compute
+        // warps at 240 registers): taken where the launch fits one wave with at most one output tile
+        // per SM (the runtime's `first_single_wave`). H200, W4A16 g128, M = 64 (eleventh session,
+        // `perf/2026-11-30k_h200_tune.log`): 4096 x 4096 11.0 us, 8192 x 8192 21.9, 4096 x 14336 21.7
+        // against 13.4 / 27.9 / 26.7 for the same tile at two CTAs per SM without a producer (the
+        // eighth session's default) and 17.1 / 24.8 / 25.9 for (64, 256, 128); 28672 x 4096 (224
+        // output tiles) stays on the next tile (31.7 vs 40.0 us).
+        tiles.push(t(64, 128, 128, 64, 32, 4, Mma::Wgmma));
         tiles.push(t(64, 256, 128, 64, 64, 4, Mma::Wgmma));
         // Two warpgroups along K (one CTA per SM, 200 registers for W4A16): half the K splits of the
         // next tile at the same parallelism, summed in shared memory and, with 2-8 splits, in a
@@ -314,8 +312,35 @@ pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
         // block_m * warp_n / 32 f32 accumulators, the dequantized weights of two k16 steps in flight.
         Mma::Wgmma => t.block_m as u32 * t.warp_n as u32 / 32 + 72,
     };
-    let by_regs = 65536 / (t.threads().max(1) * regs);
+    // A producer warpgroup keeps PRODUCER_REGISTERS per thread and hands the rest to the compute warps.
+    let per_cta = if t.producer_warpgroup() {
+        t.compute_threads() * regs + 128 * PRODUCER_REGISTERS
+    } else {
+        t.threads() * regs
+    };
+    let by_regs = 65536 / per_cta.max(1);
     by_smem.min(by_regs).max(1)
+}
+
+/// Registers per thread a [`TileConfig::producer_warpgroup`] keeps after `setmaxnreg.dec` (its one
+/// working thread walks the stage ring; `Tile::kProducerRegs` in common.cuh).
+pub const PRODUCER_REGISTERS: u32 = 24;
+
+/// The register budget of the compute warps of a tile with a producer warpgroup (0 without one): the
+/// CTA is launched with `65536 / (threads * CTAs per SM)` registers per thread (rounded down to 8, the
+/// allocation unit), the producer warpgroup gives all but [`PRODUCER_REGISTERS`] back
+/// (`setmaxnreg.dec`) and the compute warps take the rest (`setmaxnreg.inc`, rounded down to 8, at
+/// most 240). E.g. (128, 128, 128) with 8 compute warps, one CTA per SM: 384 threads launched at 168,
+/// compute warps at 240; (128, 128, 64) with 4, two CTAs per SM: launched at 128, compute warps at
+/// 232. (ptxas 13.0 compiles such a kernel for the smaller of the launch bound and this budget, so
+/// the registers `setmaxnreg.dec` frees are exactly those `setmaxnreg.inc` asks for.)
+pub fn consumer_registers(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    if !t.producer_warpgroup() {
+        return 0;
+    }
+    let launch = (65536 / (t.threads() * min_blocks_per_sm(spec, t))).min(255) / 8 * 8;
+    let pool = t.threads() * launch - 128 * PRODUCER_REGISTERS;
+    (pool / t.compute_threads()).min(240) / 8 * 8
 }
 
 /// The fewest registers per thread a tile may be compiled for with an explicit `ctas_per_sm`:
@@ -324,9 +349,9 @@ pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
 /// points, u3 with float offsets and u2 per channel; bf16 u4 g128 spills 20 bytes), of 16 rows 128
 /// (ptxas 13.0 fits the (16, 128, 256) tile in 128: four loop-invariant words spilled, 4 local loads
 /// in a 393-instruction main-loop iteration), larger 160; `wgmma` tiles their accumulators
-/// (`block_m * warp_n / 32`) plus 64 (measured on the default (64, 128, 128) tile of warps of 32
-/// channels, `ctas_per_sm = 2`: no spills at 128 for W4A16 g128 and at 123 for u4 with integer zero
-/// points; a tile at the bound may spill a little, e.g. (32, 256, 128) with two CTAs per SM, 16 bytes
+/// (`block_m * warp_n / 32`) plus 64 (measured on the (64, 128, 128) tile of warps of 32 channels
+/// with `ctas_per_sm = 2`, the default until the eleventh session: no spills at 128 for W4A16 g128
+/// and at 123 for u4 with integer zero points; a tile at the bound may spill a little, e.g. (32, 256, 128) with two CTAs per SM, 16 bytes
 /// for bf16 u3 g64 with float offsets). A floor, not a guarantee: spills only cost time.
 pub fn min_registers(t: &TileConfig) -> u32 {
     match t.mma {
@@ -374,7 +399,7 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     let _ = writeln!(s, "}}  // namespace");
     for (i, t) in tiles_of(spec).iter().enumerate() {
         let tile = format!(
-            "humming::Tile<{}, {}, {}, {}, {}, {}, {}, {}>",
+            "humming::Tile<{}, {}, {}, {}, {}, {}, {}, {}, {}>",
             t.block_m,
             t.block_n,
             t.block_k,
@@ -382,7 +407,8 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             t.warp_n,
             t.warp_k,
             t.stages,
-            t.mma == Mma::Wgmma
+            t.mma == Mma::Wgmma,
+            consumer_registers(spec, t)
         );
         let _ = writeln!(s);
         let _ = writeln!(
@@ -400,6 +426,13 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             s,
             "static_assert(humming::Gemm<Quant, {tile}>::kStaged == {}, \"staged epilogue disagrees with the Rust model\");",
             staged_epilogue(spec, t)
+        );
+        // The runtime launches t.threads(); a kernel expecting another count would hang on its
+        // mbarriers or in setmaxnreg.
+        let _ = writeln!(
+            s,
+            "static_assert(humming::Gemm<Quant, {tile}>::kLaunchThreads == {} && {tile}::kProducerRegs == {PRODUCER_REGISTERS}, \"threads or producer registers disagree with the Rust model\");",
+            t.threads()
         );
         let _ = writeln!(
             s,

@@ -269,12 +269,29 @@ pub struct TileConfig {
 }
 
 impl TileConfig {
-    /// Threads per CTA.
+    /// Threads per CTA: the compute warps, plus the producer warpgroup (128 threads) of
+    /// [`producer_warpgroup`](Self::producer_warpgroup) tiles.
     pub const fn threads(&self) -> u32 {
+        self.compute_threads() + if self.producer_warpgroup() { 128 } else { 0 }
+    }
+
+    /// Threads of the warps that multiply: one warp per `warp_m × warp_n × warp_k` sub-tile.
+    pub const fn compute_threads(&self) -> u32 {
         (self.block_m / self.warp_m) as u32
             * (self.block_n / self.warp_n) as u32
             * (self.block_k / self.warp_k) as u32
             * 32
+    }
+
+    /// Whether the CTA has a producer warpgroup after the compute warps: its first thread issues
+    /// every copy of the shared-memory stage ring, so that no compute warp issues a copy or waits for
+    /// a stage's release, and it hands its registers to the compute warps (`setmaxnreg`; warp
+    /// specialisation as in Humming's and CUTLASS's Hopper kernels). `wgmma` tiles of at most 8
+    /// compute warps, except those declared for two or more CTAs per SM: in those the 128 extra
+    /// threads would cut the compute warps' registers (e.g. 16 compute warps: 112 with the
+    /// warpgroup against 128 without).
+    pub const fn producer_warpgroup(&self) -> bool {
+        matches!(self.mma, Mma::Wgmma) && self.ctas_per_sm < 2 && self.compute_threads() <= 256
     }
 }
 

@@ -1237,7 +1237,8 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
 }
 
 /// `ctas_per_sm` (when given, on a tile that passed every other rule): the registers it leaves each
-/// thread, `65536 / (threads * ctas_per_sm)`, must cover the tile's accumulators and working set
+/// thread, `65536 / (threads * ctas_per_sm)` (for a tile with a producer warpgroup, what the
+/// warpgroup hands the compute warps: [`crate::codegen::consumer_registers`]), must cover the tile's accumulators and working set
 /// ([`crate::codegen::min_registers`]), and that many CTAs must fit the shared memory of one
 /// multiprocessor of every target ([`crate::codegen::ctas_fit`]).
 fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &mut Errors) {
@@ -1245,7 +1246,12 @@ fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, err
         return;
     }
     let c = t.ctas_per_sm as u32;
-    let regs = 65536 / (t.threads().max(1) * c);
+    // With a producer warpgroup the compute warps get the registers it gives back (setmaxnreg).
+    let regs = if t.producer_warpgroup() {
+        crate::codegen::consumer_registers(spec, t)
+    } else {
+        65536 / (t.threads().max(1) * c)
+    };
     let need = crate::codegen::min_registers(t);
     if regs < need {
         errs.push(

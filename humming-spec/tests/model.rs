@@ -1,6 +1,9 @@
 //! The model's contract: canonical descriptors, stable hashes, validation rules, generated CUDA.
 
-use humming_spec::codegen::{entry_name, generate_cuda, smem_bytes, tiles_of};
+use humming_spec::codegen::{
+    PRODUCER_REGISTERS, consumer_registers, entry_name, generate_cuda, min_blocks_per_sm,
+    smem_bytes, tiles_of,
+};
 use humming_spec::{DType, KernelSpec, Mma, ScaleGranularity, ZeroPoint, parse_kernel_str};
 
 fn spec(fields: &str) -> KernelSpec {
@@ -186,10 +189,10 @@ fn validation_rules() {
     }
 }
 
-/// The default tiles compiled for two CTAs per SM (the 16-row `mma.sync` tile, the 64-row `wgmma`
-/// tile of 128 channels) are left out where two CTAs' shared memory does not fit (8-bit weights; the
-/// 16-row tile also for float offsets with sm_80's 164 KiB), and kept for 4-bit weights on
-/// sm_80 + sm_90a.
+/// The default tile compiled for two CTAs per SM (the 16-row `mma.sync` tile) is left out where two
+/// CTAs' shared memory does not fit (8-bit weights; float offsets with sm_80's 164 KiB), and kept for
+/// 4-bit weights on sm_80 + sm_90a. (The 64-row `wgmma` tile of 128 channels was one too until the
+/// eleventh session; it now runs one CTA per SM with a producer warpgroup.)
 #[test]
 fn default_two_cta_tiles_only_where_they_fit() {
     let two = |fields: &str| -> Vec<(u16, Mma)> {
@@ -199,19 +202,82 @@ fn default_two_cta_tiles_only_where_they_fit() {
             .map(|t| (t.block_m, t.mma))
             .collect()
     };
-    assert_eq!(
-        two("a: f16, b: u4, scale: group(128)"),
-        [(16, Mma::Sync), (64, Mma::Wgmma)]
-    );
+    assert_eq!(two("a: f16, b: u4, scale: group(128)"), [(16, Mma::Sync)]);
     assert_eq!(
         two("a: f16, b: u4, scale: group(128), arch: [sm_80]"),
         [(16, Mma::Sync)]
     );
     assert_eq!(
         two("a: f16, b: u4, scale: group(32), zero_point: float"),
-        [(64, Mma::Wgmma)]
+        []
     );
     assert_eq!(two("a: f16, b: u8, scale: group(32)"), []);
+}
+
+/// Producer warpgroups: every default `wgmma` tile of W4A16 g128 but the ones declared for two CTAs
+/// per SM has one (128 more threads); the compute warps' budget is what the launch gives the CTA minus
+/// the producer's PRODUCER_REGISTERS per thread (a pool `setmaxnreg.inc` must find: more would hang the
+/// kernel), in multiples of 8 and at least what the tile needs; `mma.sync` tiles have none.
+#[test]
+fn producer_warpgroup_registers() {
+    let s = spec("a: f16, b: i4, scale: group(128)");
+    let got: Vec<(String, u32, u32, u32)> = tiles_of(&s)
+        .iter()
+        .map(|t| {
+            (
+                t.to_string(),
+                t.threads(),
+                min_blocks_per_sm(&s, t),
+                consumer_registers(&s, t),
+            )
+        })
+        .collect();
+    let want = [
+        ("b8x128x256w8x64x64s3", 256, 2, 0),
+        ("b16x128x256w16x64x64s3", 256, 1, 0),
+        ("b16x128x256w16x64x64s3c2", 256, 2, 0),
+        ("b32x128x128w32x64x64s4", 128, 3, 0),
+        ("b64x128x128w32x64x64s4", 256, 1, 0),
+        ("b32x256x128w32x64x64s4wgmma", 384, 1, 240),
+        ("b64x128x128w64x32x64s4wgmma", 384, 1, 240),
+        ("b64x256x128w64x64x64s4wgmma", 384, 1, 240),
+        ("b128x128x128w128x32x64s4wgmma", 384, 1, 240),
+        ("b128x128x64w128x32x64s4wgmma", 256, 2, 232),
+    ];
+    let want: Vec<(String, u32, u32, u32)> = want
+        .iter()
+        .map(|&(t, n, c, r)| (t.to_string(), n, c, r))
+        .collect();
+    assert_eq!(got, want);
+    for t in tiles_of(&s).iter().filter(|t| t.producer_warpgroup()) {
+        let c = min_blocks_per_sm(&s, t);
+        let launch = 65536 / (t.threads() * c) / 8 * 8;
+        let r = consumer_registers(&s, t);
+        assert_eq!(t.threads(), t.compute_threads() + 128, "{t}");
+        assert!(
+            t.compute_threads() * r + 128 * PRODUCER_REGISTERS <= t.threads() * launch,
+            "{t}: the compute warps' {r} registers exceed the pool"
+        );
+        assert!(
+            r.is_multiple_of(8) && r >= humming_spec::codegen::min_registers(t),
+            "{t}: {r}"
+        );
+    }
+    // Declared for two CTAs per SM: no producer warpgroup.
+    let two = spec(
+        "a: f16, b: i4, scale: group(128), arch: [sm_90a], tiles: [tile(block = (64, 128, 128), warp = (64, 32, 64), stages = 4, mma = wgmma, ctas_per_sm = 2)]",
+    );
+    let t = tiles_of(&two)[0];
+    assert!(!t.producer_warpgroup());
+    assert_eq!((t.threads(), consumer_registers(&two, &t)), (256, 0));
+    // 16 compute warps: none either (the warpgroup would leave them 112 registers instead of 128),
+    // so one CTA per SM still passes the register rule.
+    let wide = spec(
+        "a: f16, b: i4, scale: group(128), arch: [sm_90a], tiles: [tile(block = (64, 256, 128), warp = (64, 32, 64), stages = 4, mma = wgmma, ctas_per_sm = 1)]",
+    );
+    let t = tiles_of(&wide)[0];
+    assert!(!t.producer_warpgroup());
+    assert_eq!((t.threads(), consumer_registers(&wide, &t)), (512, 0));
 }
 
 /// Every default tile a kernel is compiled with, declared explicitly in `tiles: [...]` for the same

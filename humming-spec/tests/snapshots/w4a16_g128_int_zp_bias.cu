@@ -16,81 +16,91 @@ using Quant = humming::QuantConfig<
 }  // namespace
 
 // tile 0: b8x128x256w8x64x64s3, 256 threads, 64512 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false>>::kSmemBytes == 64512u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::kSmemBytes == 64512u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::kLaunchThreads == 256 && humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t0(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false>>::run(params);
+  humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::run(params);
 }
 
 // tile 1: b16x128x256w16x64x64s3, 256 threads, 76800 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kSmemBytes == 76800u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kSmemBytes == 76800u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kLaunchThreads == 256 && humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 1)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t1(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::run(params);
+  humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::run(params);
 }
 
 // tile 2: b16x128x256w16x64x64s3c2, 256 threads, 76800 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kSmemBytes == 76800u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kSmemBytes == 76800u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kLaunchThreads == 256 && humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t2(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false>>::run(params);
+  humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::run(params);
 }
 
 // tile 3: b32x128x128w32x64x64s4, 128 threads, 67584 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false>>::kSmemBytes == 67584u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::kSmemBytes == 67584u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::kLaunchThreads == 128 && humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(128, 3)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t3(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false>>::run(params);
+  humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::run(params);
 }
 
 // tile 4: b64x128x128w32x64x64s4, 256 threads, 100352 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false>>::kSmemBytes == 100352u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::kSmemBytes == 100352u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::kLaunchThreads == 256 && humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 1)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t4(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false>>::run(params);
+  humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::run(params);
 }
 
-// tile 5: b32x256x128w32x64x64s4wgmma, 256 threads, 103424 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true>>::kSmemBytes == 103424u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(256, 1)
+// tile 5: b32x256x128w32x64x64s4wgmma, 384 threads, 103424 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::kSmemBytes == 103424u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(384, 1)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t5(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true>>::run(params);
+  humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::run(params);
 }
 
-// tile 6: b64x128x128w64x32x64s4wgmmac2, 256 threads, 103424 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::kSmemBytes == 103424u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(256, 2)
+// tile 6: b64x128x128w64x32x64s4wgmma, 384 threads, 103424 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kSmemBytes == 103424u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(384, 1)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t6(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true>>::run(params);
+  humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::run(params);
 }
 
-// tile 7: b64x256x128w64x64x64s4wgmma, 256 threads, 136192 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true>>::kSmemBytes == 136192u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(256, 1)
+// tile 7: b64x256x128w64x64x64s4wgmma, 384 threads, 136192 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kSmemBytes == 136192u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(384, 1)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t7(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true>>::run(params);
+  humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::run(params);
 }
 
-// tile 8: b128x128x128w128x32x64s4wgmma, 256 threads, 168960 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true>>::kSmemBytes == 168960u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(256, 1)
+// tile 8: b128x128x128w128x32x64s4wgmma, 384 threads, 168960 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kSmemBytes == 168960u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(384, 1)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t8(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true>>::run(params);
+  humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::run(params);
 }
 
-// tile 9: b128x128x64w128x32x64s4wgmma, 128 threads, 87040 bytes of shared memory
-static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true>>::kSmemBytes == 87040u, "shared memory size disagrees with the Rust model");
-static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true>>::kStaged == true, "staged epilogue disagrees with the Rust model");
-extern "C" __global__ void __launch_bounds__(128, 2)
+// tile 9: b128x128x64w128x32x64s4wgmma, 256 threads, 87040 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kSmemBytes == 87040u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kLaunchThreads == 256 && humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(256, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t9(const __grid_constant__ humming::GemmParams params) {
-  humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true>>::run(params);
+  humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::run(params);
 }
