@@ -95,9 +95,9 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         // output tiles) stays on the next tile (31.7 vs 40.0 us).
         tiles.push(t(64, 128, 128, 64, 32, 4, Mma::Wgmma));
         tiles.push(t(64, 256, 128, 64, 64, 4, Mma::Wgmma));
-        // Two warpgroups along K (one CTA per SM, 200 registers for W4A16): half the K splits of the
-        // next tile at the same parallelism, summed in shared memory and, with 2-8 splits, in a
-        // cluster. Taken where its launch fits one wave with at most one output tile per SM (the
+        // Two warpgroups along K (one CTA per SM; compute warps at 240 registers with the producer
+        // warpgroup, 200 for W4A16 before it): half the K splits of the next tile at the same
+        // parallelism, summed in shared memory and, with 2-8 splits, in a cluster. Taken where its launch fits one wave with at most one output tile per SM (the
         // runtime's `first_single_wave`); H200, W4A16 g128, M = 128 / 256: 4096 x 4096
         // 20.2 -> 17.7 / 27.5 -> 21.6 us, 8192 x 8192 41.8 -> 37.7 / 69.3 -> 67.0, 4096 x 14336
         // 41.5 -> 37.7 / 63.7 -> 60.9; 28672 x 4096 (224 tiles, two waves of it) stays on the next
