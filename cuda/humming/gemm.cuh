@@ -29,9 +29,8 @@
 // W4A16 g128 (eleventh session): 8192 x 8192 M = 32 / 128 / 256 22.2 / 37.5 / 66.7 -> 19.0 / 29.9 /
 // 51.8 us. Tiles declared for two or more CTAs per SM, or of more than 8 compute warps (whose
 // registers the warpgroup would cut), let thread 0 refill a stage (STAGES - 1 ahead) once it is
-// released, in its warp's main loop. Elsewhere (cp.async, a
-// compiled-only fallback: wgmma needs sm_90a) the loader refills a stage two iterations after it was
-// read (STAGES - 2 ahead).
+// released, in its warp's main loop. Elsewhere (cp.async, a compiled-only fallback: wgmma needs
+// sm_90a) the loader refills a stage two iterations after it was read (STAGES - 2 ahead).
 // The accumulators land in the swap-AB layout, so the reduction, split-K and epilogue are shared.
 //
 // Split-K (gridDim.z = splits > 1, for grids too small to fill the GPU): split s walks its own range
@@ -208,23 +207,30 @@ struct Gemm {
     }
   }
 
-  // Tl::kProducer (sm_90a): the producer warpgroup's first thread fills the whole ring (weights
-  // before griddepcontrol.wait, A after it), then refills stage s with step it as soon as every
-  // compute thread has released the stage's previous use, step it - STAGES (its release completes
-  // phase it / STAGES - 1 of the stage's "empty" mbarrier). The compute warps never issue a copy or
-  // wait for a release.
-  template <class Loader>
-  __device__ __forceinline__ static void produce(Loader& loader, const GemmParams& p, u32 sbase, u32 bars, u32 empties,
-                                                 int iters, int m0) {
+  // kTma, by the one thread that issues the copies: the first kStages stages' weights before
+  // griddepcontrol.wait (programmatic dependent launch, common.cuh), their A tiles after it.
+  template <int kStages, class Loader>
+  __device__ __forceinline__ static void fill_ring(Loader& loader, const GemmParams& p, u32 sbase, u32 bars, int iters,
+                                                   int m0) {
 #pragma unroll
-    for (int s = 0; s < Tl::STAGES; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       if (s < iters) loader.load_weights_one(sbase + s * L::kStageBytes, bars + 8 * s, p);
     }
     grid_dependency_wait();
 #pragma unroll
-    for (int s = 0; s < Tl::STAGES; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       if (s < iters) loader.load_a_tma(sbase + s * L::kStageBytes, bars + 8 * s, p, m0);
     }
+  }
+
+  // Tl::kProducer (sm_90a): the producer warpgroup's first thread fills the whole ring, then refills
+  // stage s with step it as soon as every compute thread has released the stage's previous use, step
+  // it - STAGES (its release completes phase it / STAGES - 1 of the stage's "empty" mbarrier). The
+  // compute warps never issue a copy or wait for a release.
+  template <class Loader>
+  __device__ __forceinline__ static void produce(Loader& loader, const GemmParams& p, u32 sbase, u32 bars, u32 empties,
+                                                 int iters, int m0) {
+    fill_ring<Tl::STAGES>(loader, p, sbase, bars, iters, m0);
     int stage = 0;
     u32 parity = 0;
     for (int it = Tl::STAGES; it < iters; ++it) {
@@ -454,19 +460,11 @@ struct Gemm {
       setmaxnreg_inc<Tl::kConsumerRegs>();
       grid_dependency_wait();
     } else if constexpr (kTma) {
-      // Thread 0 is the producer: the first stages' weights before griddepcontrol.wait, A after it.
+      // Thread 0 is the producer: the first kAhead stages (refilled in the main loop, below).
       if (threadIdx.x == 0) {
-#pragma unroll
-        for (int s = 0; s < kAhead; ++s) {
-          if (s < iters) loader.load_weights_one(sbase + s * L::kStageBytes, bars + 8 * s, p);
-        }
-      }
-      grid_dependency_wait();
-      if (threadIdx.x == 0) {
-#pragma unroll
-        for (int s = 0; s < kAhead; ++s) {
-          if (s < iters) loader.load_a_tma(sbase + s * L::kStageBytes, bars + 8 * s, p, m0);
-        }
+        fill_ring<kAhead>(loader, p, sbase, bars, iters, m0);
+      } else {
+        grid_dependency_wait();
       }
     } else if constexpr (Loader::kBulk) {
       // The first stages' weights are on their way before this kernel waits for the previous one
