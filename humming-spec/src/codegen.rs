@@ -55,10 +55,10 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// offsets with sm_80's 164 KiB). When `archs` includes sm_90a, `wgmma` tiles serve M > 16 on
 /// Hopper: 32 rows over 256 channels (two warpgroups along K); 64 rows over 128 channels (warps of
 /// 32 channels, two warpgroups along K, one CTA per SM) where the launch fits one wave with at most
-/// one output tile per SM, else over 256; every `wgmma` tile here has a producer warpgroup
-/// ([`TileConfig::producer_warpgroup`]); 128 rows over 128 channels (warps of 32
-/// channels; two warpgroups along K and one CTA per SM under the same condition, else one
-/// warpgroup and two CTAs per SM); the `mma.sync` tiles of 32 and 64 rows serve it elsewhere.
+/// one output tile per SM, else over 256; 128 rows over 128 channels (warps of 32 channels; two
+/// warpgroups along K and one CTA per SM under the same condition, else one warpgroup and two CTAs
+/// per SM); every `wgmma` tile here has a producer warpgroup ([`TileConfig::producer_warpgroup`]).
+/// The `mma.sync` tiles of 32 and 64 rows serve M > 16 elsewhere.
 /// Chosen from sweeps on the H200 (`examples/tune.rs`, PERFORMANCE.md).
 pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     let t = |bm, bn, bk, wm, wn, st, mma| TileConfig {
@@ -97,8 +97,9 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         tiles.push(t(64, 256, 128, 64, 64, 4, Mma::Wgmma));
         // Two warpgroups along K (one CTA per SM; compute warps at 240 registers with the producer
         // warpgroup, 200 for W4A16 before it): half the K splits of the next tile at the same
-        // parallelism, summed in shared memory and, with 2-8 splits, in a cluster. Taken where its launch fits one wave with at most one output tile per SM (the
-        // runtime's `first_single_wave`); H200, W4A16 g128, M = 128 / 256: 4096 x 4096
+        // parallelism, summed in shared memory and, with 2-8 splits, in a cluster. Taken where its
+        // launch fits one wave with at most one output tile per SM (the runtime's
+        // `first_single_wave`); H200, W4A16 g128, M = 128 / 256: 4096 x 4096
         // 20.2 -> 17.7 / 27.5 -> 21.6 us, 8192 x 8192 41.8 -> 37.7 / 69.3 -> 67.0, 4096 x 14336
         // 41.5 -> 37.7 / 63.7 -> 60.9; 28672 x 4096 (224 tiles, two waves of it) stays on the next
         // tile (61.7 vs 70.2 us at M = 128).
@@ -314,7 +315,7 @@ pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
     };
     // A producer warpgroup keeps PRODUCER_REGISTERS per thread and hands the rest to the compute warps.
     let per_cta = if t.producer_warpgroup() {
-        t.compute_threads() * regs + 128 * PRODUCER_REGISTERS
+        t.compute_threads() * regs + TileConfig::PRODUCER_THREADS * PRODUCER_REGISTERS
     } else {
         t.threads() * regs
     };
@@ -339,7 +340,7 @@ pub fn consumer_registers(spec: &KernelSpec, t: &TileConfig) -> u32 {
         return 0;
     }
     let launch = (65536 / (t.threads() * min_blocks_per_sm(spec, t))).min(255) / 8 * 8;
-    let pool = t.threads() * launch - 128 * PRODUCER_REGISTERS;
+    let pool = t.threads() * launch - TileConfig::PRODUCER_THREADS * PRODUCER_REGISTERS;
     (pool / t.compute_threads()).min(240) / 8 * 8
 }
 
@@ -351,8 +352,8 @@ pub fn consumer_registers(spec: &KernelSpec, t: &TileConfig) -> u32 {
 /// in a 393-instruction main-loop iteration), larger 160; `wgmma` tiles their accumulators
 /// (`block_m * warp_n / 32`) plus 64 (measured on the (64, 128, 128) tile of warps of 32 channels
 /// with `ctas_per_sm = 2`, the default until the eleventh session: no spills at 128 for W4A16 g128
-/// and at 123 for u4 with integer zero points; a tile at the bound may spill a little, e.g. (32, 256, 128) with two CTAs per SM, 16 bytes
-/// for bf16 u3 g64 with float offsets). A floor, not a guarantee: spills only cost time.
+/// and at 123 for u4 with integer zero points; a tile at the bound may spill a little, e.g.
+/// (32, 256, 128) with two CTAs per SM, 16 bytes for bf16 u3 g64 with float offsets). A floor, not a guarantee: spills only cost time.
 pub fn min_registers(t: &TileConfig) -> u32 {
     match t.mma {
         Mma::Sync if t.warp_m <= 8 => 80,

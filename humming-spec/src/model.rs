@@ -269,10 +269,18 @@ pub struct TileConfig {
 }
 
 impl TileConfig {
-    /// Threads per CTA: the compute warps, plus the producer warpgroup (128 threads) of
+    /// Threads of the producer warpgroup of [`producer_warpgroup`](Self::producer_warpgroup) tiles.
+    pub const PRODUCER_THREADS: u32 = 128;
+
+    /// Threads per CTA: the compute warps, plus the producer warpgroup of
     /// [`producer_warpgroup`](Self::producer_warpgroup) tiles.
     pub const fn threads(&self) -> u32 {
-        self.compute_threads() + if self.producer_warpgroup() { 128 } else { 0 }
+        self.compute_threads()
+            + if self.producer_warpgroup() {
+                Self::PRODUCER_THREADS
+            } else {
+                0
+            }
     }
 
     /// Threads of the warps that multiply: one warp per `warp_m × warp_n × warp_k` sub-tile.

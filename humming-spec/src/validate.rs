@@ -1238,8 +1238,8 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
 
 /// `ctas_per_sm` (when given, on a tile that passed every other rule): the registers it leaves each
 /// thread, `65536 / (threads * ctas_per_sm)` (for a tile with a producer warpgroup, what the
-/// warpgroup hands the compute warps: [`crate::codegen::consumer_registers`]), must cover the tile's accumulators and working set
-/// ([`crate::codegen::min_registers`]), and that many CTAs must fit the shared memory of one
+/// warpgroup hands the compute warps: [`crate::codegen::consumer_registers`]), must cover the tile's
+/// accumulators and working set ([`crate::codegen::min_registers`]), and that many CTAs must fit the shared memory of one
 /// multiprocessor of every target ([`crate::codegen::ctas_fit`]).
 fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &mut Errors) {
     if t.ctas_per_sm == 0 {
