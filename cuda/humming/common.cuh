@@ -267,6 +267,13 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 #endif
 }
 
+// Atomic add at GPU scope with acquire-release semantics (PTX memory model): returns the old value.
+__device__ __forceinline__ int atomic_add_acq_rel_gpu(int* addr, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(addr), "r"(v) : "memory");
+  return old;
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>

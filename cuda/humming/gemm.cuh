@@ -724,12 +724,15 @@ struct Gemm {
           }
         if constexpr (kBulkTail) fence_proxy_async_global();  // the last CTA reads them by bulk copy
       }
-      __threadfence();
+      // The CTA barrier orders every thread's partial before thread 0's ticket, whose release (GPU
+      // scope, cumulative over the writes the barrier ordered) publishes them; its acquire, then the
+      // barrier, order the other splits' partials before this CTA's reads of them when it is the
+      // last. (Instead of a sequentially consistent __threadfence by every thread before and after
+      // the ticket, MEMBAR.SC.GPU twice on the critical path of every launch's tail.)
       sync_compute();
-      if (threadIdx.x == 0) s_last = atomicAdd(p.locks + tile, 1) == p.splits - 1;
+      if (threadIdx.x == 0) s_last = atomic_add_acq_rel_gpu(p.locks + tile, 1) == p.splits - 1;
       sync_compute();
       if (!s_last) return;
-      __threadfence();
       if (threadIdx.x == 0) p.locks[tile] = 0;
       if constexpr (kBulkTail) {
         bulk_tail(acc, ws_tile, split_stride, p.splits, kw == 0 && n_valid);
