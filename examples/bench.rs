@@ -242,8 +242,11 @@ struct Row {
     k: usize,
     m: usize,
     tile: String,
-    /// K splits the runtime chooses for this launch.
+    /// K splits the runtime chooses for this launch (`Gemm::plan`; 1 for stream-K launches).
     splits: usize,
+    /// CTAs of a stream-K launch (`Gemm::set_stream_k`), absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stream_k_ctas: Option<usize>,
     /// "fatbin" (NVCC at build time) or "nvrtc".
     module: String,
     /// Packed weights, scales and zero points of one copy.
@@ -715,6 +718,7 @@ where
         let (a_bytes, c_bytes) = (m * k * 2, m * n * 2);
         let floor_us = (weight_bytes + a_bytes + c_bytes) as f64 / (env.bw_tbs * 1e12) * 1e6;
         let (tile, splits) = gemm.plan(m, n, k);
+        let stream_k_ctas = gemm.stream_k_ctas(m, n, k);
         let row = Row {
             kernel: kernel.name().to_string(),
             descriptor: spec.to_string(),
@@ -726,6 +730,7 @@ where
             m,
             tile: tile.to_string(),
             splits,
+            stream_k_ctas,
             module: module.to_string(),
             weight_bytes,
             a_bytes,

@@ -55,6 +55,10 @@ struct Args {
     /// `auto` (the runtime's rule), `early` (kernel start) or `late` (after the main loop).
     #[arg(long, default_value = "auto")]
     pdl_trigger: String,
+    /// Stream-K settings to time, comma separated (`Gemm::set_stream_k`): `off` (the default) or a
+    /// number of CTAs.
+    #[arg(long, default_value = "off")]
+    stream_k: String,
 }
 
 fn parse_list<T: std::str::FromStr>(s: &str) -> Vec<T> {
@@ -183,8 +187,20 @@ fn main() -> Res<()> {
                 if args.no_split {
                     choices.push(1);
                 }
-                for &forced in &choices {
+                let sk_modes: Vec<Option<usize>> = args
+                    .stream_k
+                    .split(',')
+                    .filter_map(|x| match x.trim() {
+                        "off" => Some(None),
+                        v => v.parse().ok().map(Some),
+                    })
+                    .collect();
+                for (&forced, &sk) in choices
+                    .iter()
+                    .flat_map(|f| sk_modes.iter().map(move |s| (f, s)))
+                {
                     gemm.set_splits((forced > 0).then_some(forced));
+                    gemm.set_stream_k(sk);
                     gemm.reserve(m, n, k)?;
                     let a = stream.clone_htod(
                         &(0..m * k)
@@ -197,12 +213,14 @@ fn main() -> Res<()> {
                     })?;
                     let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
                     let (t, splits) = gemm.plan(m, n, k);
-                    let reduce = if splits == 1 {
-                        ""
+                    let reduce = if let Some(g) = gemm.stream_k_ctas(m, n, k) {
+                        format!("sk{g}")
+                    } else if splits == 1 {
+                        String::new()
                     } else if gemm.uses_cluster(m, n, k) {
-                        "cluster"
+                        "cluster".into()
                     } else {
-                        "global"
+                        "global".into()
                     };
                     println!(
                         "{n:>6}x{k:<6} M={m:<5} {t} splits={splits:<2} {reduce:<7} {us:8.2} us  floor {floor:6.2} us  {:5.1}% of floor",

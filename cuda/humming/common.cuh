@@ -31,9 +31,10 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 //   c      [M, ldc]   row-major output
 //   workspace  f32 partial tiles of split-K, [splits][tiles][BM * BN] (unused when splits == 1)
 //   locks      one int per output tile, zero before the launch; the kernel leaves them zero
-//   splits     number of K splits (gridDim.z)
+//   splits     number of K splits (gridDim.z); with kFlagStreamK, the most CTAs that share a tile (the
+//              workspace's split slots)
 //   flags      bit 0: let the next kernel launch (griddepcontrol.launch_dependents) at the start of the
-//              kernel instead of after its main loop
+//              kernel instead of after its main loop; bit 1: kFlagClusterSplitK; bit 2: kFlagStreamK
 //   a_map  wgmma tiles on sm_90a: A as a CUtensorMap (cuTensorMapEncodeTiled, opaque, 128 bytes): 2-D,
 //          16-bit elements, dims {K, M}, row stride lda * 2 bytes, box {64, BM}, 128-byte swizzle, zero
 //          fill outside; all zero (unused) for other tiles
@@ -64,6 +65,10 @@ constexpr int kFlagEarlyTrigger = 1;
 // The launch is a thread-block cluster of the K splits of each output tile (cluster dims 1 x 1 x splits,
 // splits <= 8): the splits reduce through distributed shared memory (gemm.cuh, staged epilogue).
 constexpr int kFlagClusterSplitK = 2;
+// Stream-K (swap-AB mma.sync tiles, warps of at most 16 rows): a 1-D grid of G CTAs divides the
+// launch's tiles x BK steps into G equal ranges (gemm.cuh, Gemm::run); the CTAs sharing a tile are its
+// K splits, summed through the workspace.
+constexpr int kFlagStreamK = 4;
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_, bool kBias_,

@@ -37,6 +37,21 @@
 // of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
 // atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
 // arrival order), runs the epilogue and resets the tile's ticket to zero for the next launch.
+// Stream-K (kFlagStreamK, swap-AB mma.sync tiles, opt-in: Gemm::set_stream_k; Osama et al., "Stream-K:
+// Work-centric Parallel Decomposition for Dense Matrix Multiplication", PPoPP 2023): a 1-D grid of G
+// CTAs takes equal ranges of the launch's tiles x BK steps, so that every SM streams the same number
+// of weights when the tiles do not divide into whole waves; the CTAs meeting in a tile are its K
+// splits, reduced by the same ticket tail (the stage ring and its mbarrier phases go on across a
+// CTA's segments). Every launch of those tiles runs through the same loop over work segments (one
+// segment without stream-K). H200, W4A16 g128 (thirteenth session): stream-K itself lost (28672 x
+// 4096, M = 1, 264 CTAs: 20.4 us against 18.0; a CTA's pipeline drains between its pieces), but ptxas
+// compiles the main loop inside the segment loop with the per-lane shared-memory offsets kept in
+// registers (8-row tile: 308 -> 283 instructions per stage, 104 -> 128 registers; the 16-row two-CTA
+// tile loses its 16-byte spill). Same call, before -> after: M = 1, 28672 x 4096 18.71 -> 18.03,
+// 8192 x 8192 12.33 -> 11.79, 4096 x 14336 11.61 -> 11.40, 4096 x 4096 5.84 -> 5.97 us; M = 16,
+// 28672 x 4096 25.41 -> 23.10 us. (A first version re-initialised the mbarriers between segments
+// instead, with 126 registers and M = 1 at 17.50 / 11.59 / 11.02 / 5.29 us, but compute-sanitizer
+// racecheck reported write-write hazards between the bulk copies of consecutive stream-K segments.)
 #pragma once
 #include "common.cuh"
 #include "dequant.cuh"
@@ -383,17 +398,82 @@ struct Gemm {
     if (ranks > 1) cluster_sync();  // no CTA leaves while another may still read its shared tile
   }
 
+  // One piece of work of a CTA: BK steps [it_begin, it_end) of output tile `tile` (column tile tile_n,
+  // row tile tile_m, of `tiles`), K split `split` of the `splits` that cover that tile. `ring`: the
+  // BK steps the CTA walked in segments before this one (stream-K), so that its stage ring and the
+  // stages' mbarrier phases go on where they stopped: step i of the segment uses stage
+  // (ring + i) % STAGES, phase ((ring + i) / STAGES) % 2.
+  struct Segment {
+    int tile_n, tile_m, tile, tiles, it_begin, it_end, split, splits, ring;
+  };
+
   __device__ __forceinline__ static void run(const GemmParams& p) {
-    extern __shared__ __align__(128) char smem[];
     if (p.flags & kFlagEarlyTrigger) grid_launch_dependents();
+    const int steps = (p.k + Tl::BK - 1) / Tl::BK;
+    // wgmma tiles, and mma.sync tiles of warps over more than 16 rows (whose registers the segment
+    // loop would spill: (32, 128, 128) 60 bytes), run their one segment straight.
+    if constexpr (kWgmma || Tl::WM > 16) {
+      const int split = blockIdx.z;
+      segment(p, Segment{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                         static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x), static_cast<int>(gridDim.x * gridDim.y),
+                         static_cast<int>(static_cast<long long>(steps) * split / p.splits),
+                         static_cast<int>(static_cast<long long>(steps) * (split + 1) / p.splits), split, p.splits, 0});
+      return;
+    }
+    // Stream-K (swap-AB mma.sync tiles): the tiles x steps BK steps of the launch, tile-major, are cut into
+    // gridDim.x = G equal ranges, one per CTA (CTA i: [i * total / G, (i + 1) * total / G)); a CTA walks
+    // the pieces of tiles its range covers in order. The CTAs that share a tile are its K splits in K
+    // order (split j = the j-th CTA whose range meets it), so the split-K tail sums them exactly as it
+    // sums uniform splits. Step x lies in the range of CTA ((x + 1) * G - 1) / total. (The schedule is
+    // replayed on the host by the test stream_k_schedule_covers_every_step_once.)
+    const bool stream_k = (p.flags & kFlagStreamK) != 0;
+    const int tiles_n = (p.n + Tl::BN - 1) / Tl::BN;
+    const int tiles = stream_k ? tiles_n * ((p.m + Tl::BM - 1) / Tl::BM) : static_cast<int>(gridDim.x * gridDim.y);
+    const long long total = static_cast<long long>(tiles) * steps;
+    const long long g = gridDim.x;
+    long long b = stream_k ? total * blockIdx.x / g : 0;
+    const long long e = stream_k ? total * (blockIdx.x + 1) / g : 1;
+    int ring = 0;
+    do {
+      Segment s;
+      if (stream_k) {
+        const int tile = static_cast<int>(b / steps);
+        const long long t0 = static_cast<long long>(tile) * steps;
+        const long long end = e < t0 + steps ? e : t0 + steps;
+        const int first = static_cast<int>(((t0 + 1) * g - 1) / total);
+        const int last = static_cast<int>(((t0 + steps) * g - 1) / total);
+        s = Segment{tile % tiles_n, tile / tiles_n, tile, tiles, static_cast<int>(b - t0), static_cast<int>(end - t0),
+                    static_cast<int>(blockIdx.x) - first, last - first + 1, ring};
+        b = end;
+      } else {
+        const int split = blockIdx.z;
+        s = Segment{static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                    static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x), tiles,
+                    static_cast<int>(static_cast<long long>(steps) * split / p.splits),
+                    static_cast<int>(static_cast<long long>(steps) * (split + 1) / p.splits), split, p.splits, 0};
+        b = e;
+      }
+      segment(p, s);
+      ring += s.it_end - s.it_begin;
+    } while (b < e);
+  }
+
+  __device__ __forceinline__ static void segment(const GemmParams& p, const Segment& seg) {
+    extern __shared__ __align__(128) char smem[];
+    if (!kWgmma && seg.ring > 0) {
+      // The previous segment's shared reads and writes (the K-warp sum's generic stores included)
+      // before this one's copies into the same buffers. Its mbarriers go on with their phases.
+      fence_proxy_async_shared();
+      __syncthreads();
+    }
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int wn = warp % kWarpsN;
     const int wm = (warp / kWarpsN) % kWarpsM;
     const int kw = warp / (kWarpsN * kWarpsM);
     const bool producer = kProducer && threadIdx.x >= kThreads;
-    const int n0 = blockIdx.x * Tl::BN;
-    const int m0 = blockIdx.y * Tl::BM;
+    const int n0 = seg.tile_n * Tl::BN;
+    const int m0 = seg.tile_m * Tl::BM;
     const int unit_n = wn / kHalves;               // this warp's 64-channel unit in the tile
     const bool second_half = (wn % kHalves) != 0;  // and its half (warp N = 32)
     const bool n_valid = n0 + wn * Tl::WN < p.n;
@@ -418,11 +498,9 @@ struct Gemm {
       }
     }
 
-    const int iters_total = (p.k + Tl::BK - 1) / Tl::BK;
-    const int split = blockIdx.z;
-    const int it_begin = static_cast<int>(static_cast<long long>(iters_total) * split / p.splits);
-    const int it_end = static_cast<int>(static_cast<long long>(iters_total) * (split + 1) / p.splits);
-    const int iters = it_end - it_begin;
+    const int split = seg.split;
+    const int it_begin = seg.it_begin;
+    const int iters = seg.it_end - seg.it_begin;
     using Loader = StageLoader<Q, Tl, kThreads>;
     Loader loader(p, m0, n0, it_begin * Tl::BK);
     const u32 sbase = kWgmma ? (smem_addr(smem) + kAlignSlack - 1) & ~static_cast<u32>(kAlignSlack - 1) : smem_addr(smem);
@@ -436,7 +514,7 @@ struct Gemm {
     static_assert(Tl::STAGES * 16 + 4 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
     const u32 bars = smem_addr(stage_bars);
     const u32 empties = smem_addr(empty_bars);
-    if constexpr (Loader::kBulk) {
+    if (Loader::kBulk && seg.ring == 0) {
       if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < Tl::STAGES; ++s) {
@@ -471,25 +549,28 @@ struct Gemm {
       // (programmatic dependent launch, common.cuh); A, C and the split-K workspace only after.
 #pragma unroll
       for (int s = 0; s < kAhead; ++s) {
-        if (s < iters) loader.load_weights(sbase + s * L::kStageBytes, bars + 8 * s, p);
+        const int r = (seg.ring + s) % Tl::STAGES;
+        if (s < iters) loader.load_weights(sbase + r * L::kStageBytes, bars + 8 * r, p);
       }
       grid_dependency_wait();
 #pragma unroll
       for (int s = 0; s < kAhead; ++s) {
-        if (s < iters) loader.load_a(sbase + s * L::kStageBytes, p);
+        if (s < iters) loader.load_a(sbase + (seg.ring + s) % Tl::STAGES * L::kStageBytes, p);
         cp_async_commit();
       }
     } else {
 #pragma unroll
       for (int s = 0; s < kAhead; ++s) {
-        if (s < iters) loader.load(sbase + s * L::kStageBytes, bars + 8 * s, p);
+        const int r = (seg.ring + s) % Tl::STAGES;
+        if (s < iters) loader.load(sbase + r * L::kStageBytes, bars + 8 * r, p);
         cp_async_commit();
       }
     }
 
-    // Stage buffers read and written this iteration (it % STAGES and (it + kAhead) % STAGES).
-    int read_stage = 0, write_stage = kAhead;
-    u32 phase = 0;
+    // Stage buffers read and written this iteration ((ring + it) % STAGES and (ring + it + kAhead) %
+    // STAGES; ring = 0 but for a stream-K CTA's later segments).
+    int read_stage = seg.ring % Tl::STAGES, write_stage = (seg.ring + kAhead) % Tl::STAGES;
+    u32 phase = static_cast<u32>(seg.ring / Tl::STAGES) & 1u;
     for (int it = 0; it < iters; ++it) {
       const int next = it + kAhead;
       const int prev_stage = read_stage == 0 ? Tl::STAGES - 1 : read_stage - 1;  // the stage of step it - 1
@@ -690,9 +771,9 @@ struct Gemm {
 
     if constexpr (kStaged) {
       // The runtime sets the flag only with a cluster launch of 2 to kMaxClusterSplits splits.
-      const bool cluster = p.splits > 1 && p.splits <= kMaxClusterSplits && (p.flags & kFlagClusterSplitK) != 0;
-      if (p.splits == 1 || cluster) {
-        staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, cluster ? split : 0, cluster ? p.splits : 1);
+      const bool cluster = seg.splits > 1 && seg.splits <= kMaxClusterSplits && (p.flags & kFlagClusterSplitK) != 0;
+      if (seg.splits == 1 || cluster) {
+        staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, cluster ? split : 0, cluster ? seg.splits : 1);
         return;
       }
     }
@@ -704,12 +785,12 @@ struct Gemm {
     // kBulkTail through shared memory by bulk copies (bulk_tail), else by its own 16-byte loads in
     // batches of up to 8 per thread (a batch costs about one L2 round trip). Then it writes C: through
     // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
-    if (p.splits > 1) {
+    if (seg.splits > 1) {
       __shared__ int s_last;
       constexpr int kTileFloats = Tl::BM * Tl::BN;
       static_assert(kAccThreads * kQuads * 4 == kTileFloats, "a partial tile is exactly the accumulators");
-      const int tile = blockIdx.y * gridDim.x + blockIdx.x;
-      const int tiles = gridDim.x * gridDim.y;
+      const int tile = seg.tile;
+      const int tiles = seg.tiles;
       const long long split_stride = static_cast<long long>(tiles) * kTileFloats;
       const int t = threadIdx.x;  // < kAccThreads when kw == 0
       float* ws_tile = p.workspace + static_cast<long long>(tile) * kTileFloats;  // split 0's partial
@@ -730,12 +811,12 @@ struct Gemm {
       // last. (Instead of a sequentially consistent __threadfence by every thread before and after
       // the ticket, MEMBAR.SC.GPU twice on the critical path of every launch's tail.)
       sync_compute();
-      if (threadIdx.x == 0) s_last = atomic_add_acq_rel_gpu(p.locks + tile, 1) == p.splits - 1;
+      if (threadIdx.x == 0) s_last = atomic_add_acq_rel_gpu(p.locks + tile, 1) == seg.splits - 1;
       sync_compute();
       if (!s_last) return;
       if (threadIdx.x == 0) p.locks[tile] = 0;
       if constexpr (kBulkTail) {
-        bulk_tail(acc, ws_tile, split_stride, p.splits, kw == 0 && n_valid);
+        bulk_tail(acc, ws_tile, split_stride, seg.splits, kw == 0 && n_valid);
         if constexpr (kStaged) {
           staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1);
           return;
@@ -745,7 +826,7 @@ struct Gemm {
         zero_acc(acc);
         constexpr int kBatch = kRegTailBatch;
         const float4* ws_t = reinterpret_cast<const float4*>(ws_tile) + t;
-        for (int s = 0; s < p.splits; ++s) {
+        for (int s = 0; s < seg.splits; ++s) {
           const float4* src = ws_t + s * (split_stride / 4);
 #pragma unroll
           for (int q0 = 0; q0 < kQuads; q0 += kBatch) {

@@ -124,6 +124,8 @@ pub struct Gemm<A: Element, C: Element> {
     sms: usize,
     split_k: std::sync::atomic::AtomicBool,
     forced_splits: std::sync::atomic::AtomicUsize,
+    /// [`Gemm::set_stream_k`]: 0 = off, n = n CTAs.
+    stream_k: std::sync::atomic::AtomicUsize,
     /// Programmatic dependent launch (compute capability 9.0 and newer).
     pdl_capable: bool,
     pdl: std::sync::atomic::AtomicBool,
@@ -338,6 +340,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             sms,
             split_k: std::sync::atomic::AtomicBool::new(true),
             forced_splits: std::sync::atomic::AtomicUsize::new(0),
+            stream_k: std::sync::atomic::AtomicUsize::new(0),
             pdl_capable: cap >= 90,
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
             pdl_early: std::sync::atomic::AtomicU8::new(0),
@@ -439,6 +442,59 @@ impl<A: Element, C: Element> Gemm<A, C> {
         );
     }
 
+    /// Stream-K for launches of `mma.sync` tiles: `None` (the default) launches output tiles x K splits
+    /// ([`choose_splits`]); `Some(g)` launches a 1-D grid of `g` CTAs (clamped to 2..=64 per SM and to
+    /// the launch's output tiles x `block_k` steps) that take equal ranges of those steps, tile-major
+    /// (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense Matrix Multiplication",
+    /// PPoPP 2023). A CTA walks the pieces of tiles in its range in order; the CTAs that meet in a tile
+    /// are its K splits, summed in K order through the split-K workspace by the last to finish
+    /// (deterministic, as split-K). Applies while split-K is on and its count is not pinned
+    /// ([`Gemm::set_split_k`], [`Gemm::set_splits`]), for tiles whose warps cover at most 16 rows
+    /// (the M <= 16 tiles); other tiles ignore it.
+    ///
+    /// Off by default because it did not pay on the H200 (W4A16 g128, 264 CTAs, two per SM): 28672 x
+    /// 4096 at M = 1 / 8 / 16 took 20.4 / 20.6 / 25.1 us against 18.0 / 18.2 / 23.1 us without it
+    /// (a CTA's pipeline drains and refills between its two pieces, and the tile's last piece pays the
+    /// split-K tail), and every shape whose K the split rule already splits lost 1.7-10.2 us.
+    pub fn set_stream_k(&self, ctas: Option<usize>) {
+        self.stream_k
+            .store(ctas.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The CTAs of a stream-K launch of `m` rows on `[n, k]` weights, or `None` when the launch does not
+    /// use stream-K ([`Gemm::set_stream_k`]).
+    pub fn stream_k_ctas(&self, m: usize, n: usize, k: usize) -> Option<usize> {
+        let lt = &self.tiles[self.select_index(m, n, k)];
+        self.stream_k_for(lt, m, n, k)
+    }
+
+    fn stream_k_for(&self, lt: &LoadedTile, m: usize, n: usize, k: usize) -> Option<usize> {
+        let t = &lt.tile;
+        // Swap-AB mma.sync tiles (warps of at most 16 rows; the kernel runs others without the segment
+        // loop), one launch only (rows beyond 65535 row tiles go in chunks), split-K on and not pinned.
+        if t.mma == Mma::Wgmma
+            || t.warp_m > 16
+            || m > 65535 * t.block_m as usize
+            || !self.split_k.load(std::sync::atomic::Ordering::Relaxed)
+            || self
+                .forced_splits
+                .load(std::sync::atomic::Ordering::Relaxed)
+                != 0
+        {
+            return None;
+        }
+        let tiles = output_tiles(t, m, n);
+        let total = tiles.saturating_mul(k.div_ceil(t.block_k.max(1) as usize));
+        let g = match self.stream_k.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            // At most 64 CTAs per SM: stream-K is for one wave, not for many.
+            g => (total >= 2).then(|| g.min(self.sms.saturating_mul(64)).clamp(2, total)),
+        }?;
+        // The kernel's tile index is an int and its step arithmetic `(step + 1) * G` an i64.
+        (tiles <= i32::MAX as usize && total.checked_mul(g + 1).is_some_and(|v| v < 1 << 62))
+            .then_some(g)
+    }
+
     /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
     /// `[n, k]` weight, so that no allocation happens later (needed before capturing launches into a
     /// CUDA graph). The workspace grows to the largest need over those M with the split settings of
@@ -454,8 +510,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
         }
         let (mut floats, mut tiles) = (0, 0);
         for m in 1..=max_m.max(1) {
-            let t = self.tiles[self.select_index(m, n, k)].tile;
-            let splits = self.splits_for(&t, m, n, k);
+            let lt = &self.tiles[self.select_index(m, n, k)];
+            let t = lt.tile;
+            // Stream-K launches need the most splits any tile has.
+            let splits = match self.stream_k_for(lt, m, n, k) {
+                Some(g) => stream_k_splits(&t, m, n, k, g),
+                None => self.splits_for(&t, m, n, k),
+            };
             // Also for launches that sum in a cluster, so that `set_cluster_split_k(false)` after
             // this call does not allocate either.
             if splits > 1 {
@@ -739,8 +800,14 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let bm = t.tile.block_m as usize;
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
-        let splits = self.splits_for(&t.tile, m, n, k);
-        let cluster = self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
+        let stream_k = self.stream_k_for(t, m, n, k);
+        // Stream-K: the most CTAs that share a tile (the workspace's split slots).
+        let splits = match stream_k {
+            Some(g) => stream_k_splits(&t.tile, m, n, k, g),
+            None => self.splits_for(&t.tile, m, n, k),
+        };
+        let cluster =
+            stream_k.is_none() && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
         let (ws_ptr, locks_ptr) = if cluster {
             (0, 0)
         } else {
@@ -765,7 +832,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             // take DRAM bandwidth from this one (H200, the 16-row tile at M = 16: 19.2 -> 22.0 us at
             // 8192 x 8192 with it on, 28.3 -> 30.8 us at 28672 x 4096).
             let pdl = self.pdl.load(std::sync::atomic::Ordering::Relaxed) && t.ctas_per_sm <= 2;
-            let ctas = grid_x as usize * rows.div_ceil(bm) * splits;
+            let ctas = stream_k.unwrap_or(grid_x as usize * rows.div_ceil(bm) * splits);
             let early = pdl
                 && match self.pdl_early.load(std::sync::atomic::Ordering::Relaxed) {
                     0 => t.tile.block_m <= 16 && t.ctas_per_sm == 2 && ctas > self.sms,
@@ -787,10 +854,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 lda: lda as i32,
                 ldc: ldc as i32,
                 splits: splits as i32,
-                flags: i32::from(early) | (i32::from(cluster) << 1),
+                flags: i32::from(early)
+                    | (i32::from(cluster) << 1)
+                    | (i32::from(stream_k.is_some()) << 2),
+            };
+            // (Stream-K launches have one chunk of rows: `stream_k_for`.)
+            let grid_dim = match stream_k {
+                Some(g) => (g as u32, 1, 1),
+                None => (grid_x, rows.div_ceil(bm) as u32, splits as u32),
             };
             let cfg = LaunchConfig {
-                grid_dim: (grid_x, rows.div_ceil(bm) as u32, splits as u32),
+                grid_dim,
                 block_dim: (t.tile.threads(), 1, 1),
                 shared_mem_bytes: t.smem,
             };
@@ -979,6 +1053,19 @@ fn workspace_size(t: &TileConfig, m: usize, n: usize, splits: usize) -> (usize, 
             .saturating_mul(t.block_m as usize * t.block_n as usize),
         tiles,
     )
+}
+
+/// The most CTAs of a stream-K launch of `g` CTAs that share one output tile (so the workspace's split
+/// slots): a tile's `steps` steps start in one CTA's range and meet the start of at most
+/// `ceil((steps - 1) / w)` more, `w` the fewest steps a CTA has.
+pub fn stream_k_splits(t: &TileConfig, m: usize, n: usize, k: usize, g: usize) -> usize {
+    let steps = k.div_ceil(t.block_k.max(1) as usize);
+    let total = output_tiles(t, m, n).saturating_mul(steps);
+    let w = total / g.max(1);
+    if w == 0 {
+        return steps.max(1);
+    }
+    1 + steps.saturating_sub(1).div_ceil(w)
 }
 
 /// Number of K splits for a launch on `sms` multiprocessors that each hold `ctas_per_sm` CTAs of the

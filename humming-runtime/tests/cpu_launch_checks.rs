@@ -324,3 +324,73 @@ fn single_wave_choice() {
     assert_eq!(pick(&[c(1, 100, 200, 132), c(2, 100, 200, 264)]), Some(2));
     assert_eq!(pick(&[]), None);
 }
+
+/// The kernel's stream-K schedule (`cuda/humming/gemm.cuh`, `Gemm::run`), replayed on the host: every
+/// step of every tile is walked by exactly one CTA, the CTAs meeting in a tile are numbered 0, 1, ...
+/// in K order, and no tile has more of them than `stream_k_splits` (the workspace's split slots).
+#[test]
+fn stream_k_schedule_covers_every_step_once() {
+    use humming_runtime::cuda::stream_k_splits;
+    let t = TileConfig {
+        block_m: 8,
+        block_n: 128,
+        block_k: 256,
+        warp_m: 8,
+        warp_n: 64,
+        warp_k: 64,
+        stages: 3,
+        mma: Mma::Sync,
+        ctas_per_sm: 2,
+    };
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for case in 0..400 {
+        let m = 1 + next(40) as usize;
+        let n = 128 * (1 + next(12) as usize) - if case % 3 == 0 { 64 } else { 0 };
+        let k = 64 * (1 + next(80) as usize);
+        let steps = k.div_ceil(256) as i64;
+        let tiles = (n.div_ceil(128) * m.div_ceil(8)) as i64;
+        let total = tiles * steps;
+        if total < 2 {
+            continue;
+        }
+        let g = 2 + next(total as u64 - 1) as i64; // 2..=total
+        let bound = stream_k_splits(&t, m, n, k, g as usize) as i64;
+        let owner = |x: i64| ((x + 1) * g - 1) / total;
+        let mut seen = vec![0u32; total as usize];
+        let mut splits_of = vec![(i64::MAX, -1i64); tiles as usize];
+        for cta in 0..g {
+            let (mut b, e) = (total * cta / g, total * (cta + 1) / g);
+            assert!(e > b, "case {case}: CTA {cta} of {g} has no step");
+            while b < e {
+                let tile = b / steps;
+                let t0 = tile * steps;
+                let end = e.min(t0 + steps);
+                let first = owner(t0);
+                let split = cta - first;
+                let splits = owner(t0 + steps - 1) - first + 1;
+                assert!(
+                    (0..splits).contains(&split) && splits <= bound,
+                    "case {case}: M={m} N={n} K={k} G={g}: split {split} of {splits}, bound {bound}"
+                );
+                let s = &mut splits_of[tile as usize];
+                *s = (s.0.min(split), s.1.max(split));
+                assert!(owner(b) == cta && owner(end - 1) == cta);
+                for x in b..end {
+                    seen[x as usize] += 1;
+                }
+                b = end;
+            }
+        }
+        assert!(
+            seen.iter().all(|&c| c == 1),
+            "case {case}: a step walked {seen:?}"
+        );
+        assert!(splits_of.iter().all(|&(lo, _)| lo == 0));
+    }
+}
