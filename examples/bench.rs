@@ -242,7 +242,8 @@ struct Row {
     k: usize,
     m: usize,
     tile: String,
-    /// K splits the runtime chooses for this launch (`Gemm::plan`; 1 for stream-K launches).
+    /// K splits of the runtime's split rule for this launch (`Gemm::plan`; a stream-K launch, see
+    /// `stream_k_ctas`, ignores it).
     splits: usize,
     /// CTAs of a stream-K launch (`Gemm::set_stream_k`), absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]

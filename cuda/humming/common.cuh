@@ -31,8 +31,8 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 //   c      [M, ldc]   row-major output
 //   workspace  f32 partial tiles of split-K, [splits][tiles][BM * BN] (unused when splits == 1)
 //   locks      one int per output tile, zero before the launch; the kernel leaves them zero
-//   splits     number of K splits (gridDim.z); with kFlagStreamK, the most CTAs that share a tile (the
-//              workspace's split slots)
+//   splits     number of K splits (gridDim.z); with kFlagStreamK, at least the most CTAs that share a
+//              tile (the workspace's split slots, an upper bound)
 //   flags      bit 0: let the next kernel launch (griddepcontrol.launch_dependents) at the start of the
 //              kernel instead of after its main loop; bit 1: kFlagClusterSplitK; bit 2: kFlagStreamK
 //   a_map  wgmma tiles on sm_90a: A as a CUtensorMap (cuTensorMapEncodeTiled, opaque, 128 bytes): 2-D,

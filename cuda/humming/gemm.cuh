@@ -424,8 +424,11 @@ struct Gemm {
     // gridDim.x = G equal ranges, one per CTA (CTA i: [i * total / G, (i + 1) * total / G)); a CTA walks
     // the pieces of tiles its range covers in order. The CTAs that share a tile are its K splits in K
     // order (split j = the j-th CTA whose range meets it), so the split-K tail sums them exactly as it
-    // sums uniform splits. Step x lies in the range of CTA ((x + 1) * G - 1) / total. (The schedule is
-    // replayed on the host by the test stream_k_schedule_covers_every_step_once.)
+    // sums uniform splits. Step x lies in the range of CTA ((x + 1) * G - 1) / total. Needs G <= total
+    // (every CTA at least one step; Gemm::stream_k_for clamps it): the loop runs its body once before
+    // the test (an early exit for empty ranges changed ptxas's allocation of the main loop, 283 -> 290
+    // instructions per stage of the 8-row tile). (The schedule is replayed on the host by the test
+    // stream_k_schedule_covers_every_step_once.)
     const bool stream_k = (p.flags & kFlagStreamK) != 0;
     const int tiles_n = (p.n + Tl::BN - 1) / Tl::BN;
     const int tiles = stream_k ? tiles_n * ((p.m + Tl::BM - 1) / Tl::BM) : static_cast<int>(gridDim.x * gridDim.y);
@@ -734,7 +737,8 @@ struct Gemm {
     if constexpr (!kTma) cp_async_wait<0>();
     if constexpr (kWgmma) wgmma_wait<0>();
     // The next kernel may start (and stream its first weights) once every CTA here is past its main
-    // loop, unless kFlagEarlyTrigger already let it at the start (the runtime sets it for tiles of at
+    // loop (a stream-K CTA: past its first segment's; the next kernel still waits for this whole grid
+    // before it reads A), unless kFlagEarlyTrigger already let it at the start (the runtime sets it for tiles of at
     // most 16 rows with two CTAs per SM whose launch has more CTAs than SMs; for the one-CTA 16-row
     // tile an early trigger took free slots and DRAM bandwidth from this kernel's CTAs: 19.1 -> 21.3 us
     // at 8192 x 8192, M = 16, on the H200).

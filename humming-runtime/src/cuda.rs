@@ -449,8 +449,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// PPoPP 2023). A CTA walks the pieces of tiles in its range in order; the CTAs that meet in a tile
     /// are its K splits, summed in K order through the split-K workspace by the last to finish
     /// (deterministic, as split-K). Applies while split-K is on and its count is not pinned
-    /// ([`Gemm::set_split_k`], [`Gemm::set_splits`]), for tiles whose warps cover at most 16 rows
-    /// (the M <= 16 tiles); other tiles ignore it.
+    /// ([`Gemm::set_split_k`], [`Gemm::set_splits`]), for `mma.sync` tiles whose warps cover at most
+    /// 16 rows (`warp_m <= 16`: the default M <= 16 tiles); other tiles ignore it, as do launches of
+    /// more than 65535 row tiles and shapes whose step counts would overflow the kernel's integers
+    /// ([`Gemm::stream_k_ctas`] says whether a launch uses it). `Some(0)` is `None`.
     ///
     /// Off by default because it did not pay on the H200 (W4A16 g128, 264 CTAs, two per SM): 28672 x
     /// 4096 at M = 1 / 8 / 16 took 20.4 / 20.6 / 25.1 us against 18.0 / 18.2 / 23.1 us without it
@@ -490,15 +492,19 @@ impl<A: Element, C: Element> Gemm<A, C> {
             // At most 64 CTAs per SM: stream-K is for one wave, not for many.
             g => (total >= 2).then(|| g.min(self.sms.saturating_mul(64)).clamp(2, total)),
         }?;
-        // The kernel's tile index is an int and its step arithmetic `(step + 1) * G` an i64.
-        (tiles <= i32::MAX as usize && total.checked_mul(g + 1).is_some_and(|v| v < 1 << 62))
-            .then_some(g)
+        // The kernel's tile index and a CTA's step count (`ring`) are ints, its step arithmetic
+        // `(step + 1) * G` an i64.
+        (tiles <= i32::MAX as usize
+            && total / g < (i32::MAX / 2) as usize
+            && total.checked_mul(g + 1).is_some_and(|v| v < 1 << 62))
+        .then_some(g)
     }
 
     /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
     /// `[n, k]` weight, so that no allocation happens later (needed before capturing launches into a
     /// CUDA graph). The workspace grows to the largest need over those M with the split settings of
-    /// the time of the call ([`Gemm::set_split_k`], [`Gemm::set_splits`]), also for launches that
+    /// the time of the call ([`Gemm::set_split_k`], [`Gemm::set_splits`], [`Gemm::set_stream_k`]: turning
+    /// stream-K on afterwards may need more), also for launches that
     /// sum their splits in a cluster (so that [`Gemm::set_cluster_split_k`] may change later)
     /// (computed on the host, one allocation at most). Errors: `max_m`, `n` or `k` of 2^31 or more ([`Error::InvalidArgument`]),
     /// or the allocation failing.
@@ -801,7 +807,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
         let stream_k = self.stream_k_for(t, m, n, k);
-        // Stream-K: the most CTAs that share a tile (the workspace's split slots).
+        // Stream-K: at least the most CTAs that share a tile (the workspace's split slots; a bound).
         let splits = match stream_k {
             Some(g) => stream_k_splits(&t.tile, m, n, k, g),
             None => self.splits_for(&t.tile, m, n, k),
