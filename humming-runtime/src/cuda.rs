@@ -500,6 +500,22 @@ impl<A: Element, C: Element> Gemm<A, C> {
         .then_some(g)
     }
 
+    /// The stream-K CTAs of a launch of `lt` ([`Gemm::set_stream_k`]; `None` without stream-K) and the
+    /// split slots of its workspace: for stream-K at least the most CTAs that share a tile
+    /// ([`stream_k_splits`], a bound), else the K splits.
+    fn launch_splits(
+        &self,
+        lt: &LoadedTile,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> (Option<usize>, usize) {
+        match self.stream_k_for(lt, m, n, k) {
+            Some(g) => (Some(g), stream_k_splits(&lt.tile, m, n, k, g)),
+            None => (None, self.splits_for(&lt.tile, m, n, k)),
+        }
+    }
+
     /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
     /// `[n, k]` weight, so that no allocation happens later (needed before capturing launches into a
     /// CUDA graph). The workspace grows to the largest need over those M with the split settings of
@@ -518,11 +534,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         for m in 1..=max_m.max(1) {
             let lt = &self.tiles[self.select_index(m, n, k)];
             let t = lt.tile;
-            // Stream-K launches need the most splits any tile has.
-            let splits = match self.stream_k_for(lt, m, n, k) {
-                Some(g) => stream_k_splits(&t, m, n, k, g),
-                None => self.splits_for(&t, m, n, k),
-            };
+            let (_, splits) = self.launch_splits(lt, m, n, k);
             // Also for launches that sum in a cluster, so that `set_cluster_split_k(false)` after
             // this call does not allocate either.
             if splits > 1 {
@@ -806,12 +818,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let bm = t.tile.block_m as usize;
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
-        let stream_k = self.stream_k_for(t, m, n, k);
-        // Stream-K: at least the most CTAs that share a tile (the workspace's split slots; a bound).
-        let splits = match stream_k {
-            Some(g) => stream_k_splits(&t.tile, m, n, k, g),
-            None => self.splits_for(&t.tile, m, n, k),
-        };
+        let (stream_k, splits) = self.launch_splits(t, m, n, k);
         let cluster =
             stream_k.is_none() && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
         let (ws_ptr, locks_ptr) = if cluster {
