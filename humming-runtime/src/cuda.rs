@@ -655,9 +655,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// The tile used for `m` rows of `[n, k]` weights: the smallest `block_m` that covers `m`, else
     /// the largest (a `wgmma` tile before an `mma.sync` one of the same `block_m`), see
-    /// [`select_tile_index`]; among several tiles of that `block_m` and kind, the first (in declaration
-    /// order) whose launch fits one wave of resident CTAs, with its own split-K count, and has at most
-    /// one output tile per SM, else the last of them ([`first_single_wave`]).
+    /// [`select_tile_index`]; among several tiles of that `block_m` and kind whose launch fits one wave
+    /// of resident CTAs, with its own split-K count, and has at most one output tile per SM: for
+    /// `wgmma` tiles the first (in declaration order, [`first_single_wave`]), for `mma.sync` tiles the
+    /// one of most CTAs, the first of equals ([`fullest_single_wave`]); where none fits, the last of
+    /// them.
     pub fn select_tile(&self, m: usize, n: usize, k: usize) -> TileConfig {
         self.tiles[self.select_index(m, n, k)].tile
     }
@@ -684,7 +686,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
                     slots: self.sms.saturating_mul(l.ctas_per_sm),
                 }
             });
-        first_single_wave_in(candidates, self.sms).unwrap_or(first)
+        if f.mma == Mma::Wgmma {
+            first_single_wave_in(candidates, self.sms).unwrap_or(first)
+        } else {
+            fullest_single_wave_in(candidates, self.sms).unwrap_or(first)
+        }
     }
 
     /// Packs quantized weights into the kernel layout and uploads them.
@@ -1153,21 +1159,48 @@ pub struct WaveCandidate {
 /// Among `candidates`, in order: the index of the first whose CTAs fit one wave and whose output
 /// tiles are at most one per SM (`sms`), else of the last; `None` for an empty list.
 ///
-/// Used to choose between tiles of one `block_m` (H200, W4A16 g128):
-/// - the default 16-row tile (16, 128, 256) of 8 warps compiled for one CTA per SM and the same tile
-///   with `ctas_per_sm = 2` (128 registers): at M = 16 the first takes 16.3 / 15.3 / 7.7 us at
-///   8192 x 8192 / 4096 x 14336 / 4096 x 4096 (one wave) against 16.9 / 15.9 / 8.4 us, but 29.3 us
-///   against 26.3 at 28672 x 4096, where its 224 CTAs need two waves;
-/// - the `wgmma` tiles of 128 channels and two warpgroups along K before those of one warpgroup
-///   or 256 channels: at M = 64, (64, 128, 128) (one CTA per SM with a producer warpgroup, eleventh
-///   session) takes 11.0 / 21.9 / 21.7 us at 4096 x 4096 / 8192 x 8192 / 4096 x 14336 against
-///   17.1 / 24.8 / 25.9 for (64, 256, 128), but 40.0 against 31.7 at 28672 x 4096, whose 224 output
-///   tiles need two waves of it (hence the one-tile-per-SM condition; the eighth session's figures,
-///   with the tile at two CTAs per SM, led the same way); at M = 128,
-///   (128, 128, 128) (one CTA per SM) 17.7 / 37.7 / 37.7 against 20.2 / 41.8 / 41.5 for
-///   (128, 128, 64), and 70.2 against 61.7 at 28672 x 4096.
+/// Used to choose between `wgmma` tiles of one `block_m` (`mma.sync` tiles: [`fullest_single_wave`]).
+/// H200, W4A16 g128: the tiles of 128 channels and two warpgroups along K come before those of one
+/// warpgroup or 256 channels. At M = 64, (64, 128, 128) (one CTA per SM with a producer warpgroup,
+/// eleventh session) takes 11.0 / 21.9 / 21.7 us at 4096 x 4096 / 8192 x 8192 / 4096 x 14336
+/// against 17.1 / 24.8 / 25.9 for (64, 256, 128), but 40.0 against 31.7 at 28672 x 4096, whose 224
+/// output tiles need two waves of it (hence the one-tile-per-SM condition; the eighth session's
+/// figures, with the tile at two CTAs per SM, led the same way); at M = 128, (128, 128, 128) (one CTA
+/// per SM) 17.7 / 37.7 / 37.7 against 20.2 / 41.8 / 41.5 for (128, 128, 64), and 70.2 against 61.7
+/// at 28672 x 4096.
 pub fn first_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
     first_single_wave_in(candidates.iter().copied(), sms)
+}
+
+/// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM (`sms`),
+/// the index of the one of most CTAs (the first of equals), else of the last; `None` for an empty list.
+///
+/// Used to choose between `mma.sync` tiles of one `block_m`: the default 16-row tile (16, 128, 256) of
+/// 8 warps compiled for one CTA per SM (176 registers) and the same tile with `ctas_per_sm = 2` (128
+/// registers, twice the K splits in one wave). H200, W4A16 g128, M = 16 (fourteenth session, two
+/// rounds each, `perf/2026-11-30n_h200_tune.log`): 8192 x 8192 15.83 / 15.89 us with one CTA per SM
+/// (2 splits, 128 CTAs) against 15.29 / 15.33 with two (4 splits, 256 CTAs); 4096 x 14336 14.70 /
+/// 14.69 (4 splits) against 14.61 / 14.59 (8 splits); 4096 x 4096, where both launch 128 CTAs (4
+/// splits: K / 1024), 7.15 / 7.12 against 7.37 / 7.36 (the first of equals); 28672 x 4096, whose 224
+/// output tiles exceed one wave of the first, 29.15 against 22.97.
+pub fn fullest_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
+    fullest_single_wave_in(candidates.iter().copied(), sms)
+}
+
+/// [`fullest_single_wave`] over any sequence of candidates.
+fn fullest_single_wave_in(
+    candidates: impl IntoIterator<Item = WaveCandidate>,
+    sms: usize,
+) -> Option<usize> {
+    let mut last = None;
+    let mut best: Option<WaveCandidate> = None;
+    for c in candidates {
+        if c.ctas <= c.slots && c.tiles <= sms && best.is_none_or(|b| c.ctas > b.ctas) {
+            best = Some(c);
+        }
+        last = Some(c.index);
+    }
+    best.map(|b| b.index).or(last)
 }
 
 /// [`first_single_wave`] over any sequence of candidates.

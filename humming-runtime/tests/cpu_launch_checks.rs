@@ -2,7 +2,8 @@
 
 use humming_runtime::Error;
 use humming_runtime::cuda::{
-    LaunchShape, WaveCandidate, check_launch, first_single_wave, select_tile_index,
+    LaunchShape, WaveCandidate, check_launch, first_single_wave, fullest_single_wave,
+    select_tile_index,
 };
 use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
 
@@ -322,6 +323,34 @@ fn single_wave_choice() {
     assert_eq!(pick(&[c(5, 132, 264, 264), c(6, 66, 264, 264)]), Some(5));
     // Few enough output tiles, but more CTAs (with their splits) than one wave: the next candidate.
     assert_eq!(pick(&[c(1, 100, 200, 132), c(2, 100, 200, 264)]), Some(2));
+    assert_eq!(pick(&[]), None);
+}
+
+/// Between mma.sync tiles of one block M: among those whose launch fits one wave with at most one
+/// output tile per SM, the one of most CTAs (the first of equals), else the last.
+#[test]
+fn fullest_single_wave_choice() {
+    let c = |index, tiles, ctas, slots| WaveCandidate {
+        index,
+        tiles,
+        ctas,
+        slots,
+    };
+    let pick = |cands: &[WaveCandidate]| fullest_single_wave(cands, 132);
+    // 8192 x 8192, M = 16: one CTA per SM with 2 splits, or two with 4.
+    assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 256, 264)]), Some(2));
+    // 4096 x 4096: both 128 CTAs: the first.
+    assert_eq!(pick(&[c(1, 32, 128, 132), c(2, 32, 128, 264)]), Some(1));
+    // More CTAs, but past one wave of it: not taken.
+    assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 300, 264)]), Some(1));
+    assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 140, 280, 396)]), Some(1));
+    // 28672 x 4096: 224 output tiles fit neither (more than one per SM): the last.
+    assert_eq!(pick(&[c(1, 224, 224, 132), c(2, 224, 224, 264)]), Some(2));
+    assert_eq!(
+        pick(&[c(3, 224, 224, 264), c(1, 64, 100, 132), c(2, 64, 90, 264)]),
+        Some(1)
+    );
+    assert_eq!(pick(&[c(4, 500, 500, 132)]), Some(4));
     assert_eq!(pick(&[]), None);
 }
 

@@ -75,8 +75,9 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     let mut tiles = vec![
         t(8, 128, 256, 8, 64, 3, Mma::Sync),
         t(16, 128, 256, 16, 64, 3, Mma::Sync),
-        // The same 16-row tile compiled for two CTAs per SM (128 registers), for launches whose CTAs
-        // do not fit one wave of the first (the runtime's `first_single_wave`).
+        // The same 16-row tile compiled for two CTAs per SM (128 registers): taken where its launch
+        // fits one wave with more CTAs (K splits) than the first's, or the first's does not fit one
+        // wave (the runtime's `fullest_single_wave`).
         TileConfig {
             ctas_per_sm: 2,
             ..t(16, 128, 256, 16, 64, 3, Mma::Sync)
