@@ -300,18 +300,22 @@ fn split_k_balances_the_multiprocessors() {
     assert_eq!(choose_splits(&t, 0, 0, 0, 0, 0), 1);
 }
 
-/// Between tiles of one block M: the first whose launch (CTAs including K splits) fits one wave of
-/// resident CTAs and has at most one output tile per SM, else the last.
-#[test]
-fn single_wave_choice() {
-    // (index, output tiles, CTAs of the launch, CTAs resident at once on the GPU); 132 SMs.
-    let c = |index, tiles, ctas, slots| WaveCandidate {
+/// A tile's launch: (index, output tiles, CTAs of the launch, CTAs resident at once on the GPU).
+fn wave(index: usize, tiles: usize, ctas: usize, slots: usize) -> WaveCandidate {
+    WaveCandidate {
         index,
         tiles,
         ctas,
         slots,
-    };
-    let pick = |cands: &[WaveCandidate]| first_single_wave(cands, 132);
+    }
+}
+
+/// Between tiles of one block M: the first whose launch (CTAs including K splits) fits one wave of
+/// resident CTAs and has at most one output tile per SM, else the last.
+#[test]
+fn single_wave_choice() {
+    let c = wave;
+    let pick = |cands: &[WaveCandidate]| first_single_wave(cands, 132); // 132 SMs
     assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 256, 396)]), Some(1));
     assert_eq!(pick(&[c(1, 66, 132, 132), c(2, 66, 256, 396)]), Some(1));
     assert_eq!(pick(&[c(1, 224, 224, 132), c(2, 224, 224, 396)]), Some(2));
@@ -330,12 +334,7 @@ fn single_wave_choice() {
 /// output tile per SM, the one of most CTAs (the first of equals), else the last.
 #[test]
 fn fullest_single_wave_choice() {
-    let c = |index, tiles, ctas, slots| WaveCandidate {
-        index,
-        tiles,
-        ctas,
-        slots,
-    };
+    let c = wave;
     let pick = |cands: &[WaveCandidate]| fullest_single_wave(cands, 132);
     // 8192 x 8192, M = 16: one CTA per SM with 2 splits, or two with 4.
     assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 256, 264)]), Some(2));
