@@ -1181,8 +1181,8 @@ pub fn first_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usi
 /// rounds each, `perf/2026-11-30n_h200_tune.log`): 8192 x 8192 15.83 / 15.89 us with one CTA per SM
 /// (2 splits, 128 CTAs) against 15.29 / 15.33 with two (4 splits, 256 CTAs); 4096 x 14336 14.70 /
 /// 14.69 (4 splits) against 14.61 / 14.59 (8 splits); 4096 x 4096, where both launch 128 CTAs (4
-/// splits: K / 1024), 7.15 / 7.12 against 7.37 / 7.36 (the first of equals); 28672 x 4096, whose 224
-/// output tiles exceed one wave of the first, 29.15 against 22.97.
+/// splits: K / 1024), 7.15 / 7.12 against 7.37 / 7.36 (the first of equals); 28672 x 4096, where
+/// neither fits (224 output tiles: more than one per SM) and the last is taken, 29.15 against 22.97.
 pub fn fullest_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
     fullest_single_wave_in(candidates.iter().copied(), sms)
 }
