@@ -1192,10 +1192,22 @@ fn fullest_single_wave_in(
     candidates: impl IntoIterator<Item = WaveCandidate>,
     sms: usize,
 ) -> Option<usize> {
+    best_single_wave_in(candidates, sms, |c, best| c.ctas > best.ctas)
+}
+
+/// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM, the
+/// index of the best: a later one replaces the best so far where `better(later, best)`; else the
+/// index of the last candidate; `None` for an empty list. (The rule shared by
+/// [`first_single_wave`] and [`fullest_single_wave`].)
+fn best_single_wave_in(
+    candidates: impl IntoIterator<Item = WaveCandidate>,
+    sms: usize,
+    better: impl Fn(&WaveCandidate, &WaveCandidate) -> bool,
+) -> Option<usize> {
     let mut last = None;
     let mut best: Option<WaveCandidate> = None;
     for c in candidates {
-        if c.ctas <= c.slots && c.tiles <= sms && best.is_none_or(|b| c.ctas > b.ctas) {
+        if c.ctas <= c.slots && c.tiles <= sms && best.is_none_or(|b| better(&c, &b)) {
             best = Some(c);
         }
         last = Some(c.index);
@@ -1208,14 +1220,7 @@ fn first_single_wave_in(
     candidates: impl IntoIterator<Item = WaveCandidate>,
     sms: usize,
 ) -> Option<usize> {
-    let mut last = None;
-    for c in candidates {
-        if c.ctas <= c.slots && c.tiles <= sms {
-            return Some(c.index);
-        }
-        last = Some(c.index);
-    }
-    last
+    best_single_wave_in(candidates, sms, |_, _| false)
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest
