@@ -133,6 +133,14 @@ fn tile_fields(tiles: &str) -> Result<Vec<String>, String> {
 fn main() -> Res<()> {
     let args = Args::parse();
     let tile_specs = tile_fields(&args.tiles)?;
+    let sk_modes: Vec<Option<usize>> = args
+        .stream_k
+        .split(',')
+        .filter_map(|x| match x.trim() {
+            "off" => Some(None),
+            v => v.parse().ok().map(Some),
+        })
+        .collect();
     let stream = match cuda::default_stream(0) {
         Ok(s) => s,
         Err(e) => {
@@ -187,14 +195,6 @@ fn main() -> Res<()> {
                 if args.no_split {
                     choices.push(1);
                 }
-                let sk_modes: Vec<Option<usize>> = args
-                    .stream_k
-                    .split(',')
-                    .filter_map(|x| match x.trim() {
-                        "off" => Some(None),
-                        v => v.parse().ok().map(Some),
-                    })
-                    .collect();
                 for (&forced, &sk) in choices
                     .iter()
                     .flat_map(|f| sk_modes.iter().map(move |s| (f, s)))
