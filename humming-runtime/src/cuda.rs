@@ -657,7 +657,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// the largest (a `wgmma` tile before an `mma.sync` one of the same `block_m`), see
     /// [`select_tile_index`]; among several tiles of that `block_m` and kind whose launch fits one wave
     /// of resident CTAs, with its own split-K count, and has at most one output tile per SM: for
-    /// `wgmma` tiles the first (in declaration order, [`first_single_wave`]), for `mma.sync` tiles the
+    /// `wgmma` tiles the one of fewest K splits, the first of equals ([`fewest_splits_single_wave`]), for `mma.sync` tiles the
     /// one of most CTAs, the first of equals ([`fullest_single_wave`]); where none fits, the last of
     /// them.
     pub fn select_tile(&self, m: usize, n: usize, k: usize) -> TileConfig {
@@ -687,7 +687,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 }
             });
         if f.mma == Mma::Wgmma {
-            first_single_wave_in(candidates, self.sms).unwrap_or(first)
+            fewest_splits_single_wave_in(candidates, self.sms).unwrap_or(first)
         } else {
             fullest_single_wave_in(candidates, self.sms).unwrap_or(first)
         }
@@ -1142,7 +1142,7 @@ pub fn choose_splits(
         .unwrap_or(1)
 }
 
-/// One tile's launch, a candidate of [`first_single_wave`].
+/// One tile's launch, a candidate of [`fewest_splits_single_wave`] or [`fullest_single_wave`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaveCandidate {
     /// Index of the tile in [`Gemm::tiles`] (the tiles loaded on this device; they may be fewer than
@@ -1156,8 +1156,9 @@ pub struct WaveCandidate {
     pub slots: usize,
 }
 
-/// Among `candidates`, in order: the index of the first whose CTAs fit one wave and whose output
-/// tiles are at most one per SM (`sms`), else of the last; `None` for an empty list.
+/// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM (`sms`),
+/// the index of the one of fewest K splits (CTAs per output tile; the first of equals), else of the
+/// last; `None` for an empty list.
 ///
 /// Used to choose between `wgmma` tiles of one `block_m` (`mma.sync` tiles: [`fullest_single_wave`]).
 /// H200, W4A16 g128: the tiles of 128 channels and two warpgroups along K come before those of one
@@ -1167,9 +1168,13 @@ pub struct WaveCandidate {
 /// output tiles need two waves of it (hence the one-tile-per-SM condition; the eighth session's
 /// figures, with the tile at two CTAs per SM, led the same way); at M = 128, (128, 128, 128) (one CTA
 /// per SM) 17.7 / 37.7 / 37.7 against 20.2 / 41.8 / 41.5 for (128, 128, 64), and 70.2 against 61.7
-/// at 28672 x 4096.
-pub fn first_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
-    first_single_wave_in(candidates.iter().copied(), sms)
+/// at 28672 x 4096. Among the M = 32 tiles, (32, 128, 128) with warps of 32 channels after
+/// (32, 256, 128): at 4096 x 4096 the first needs 4 splits where the second needs 8 (9.1 against
+/// 11.5-11.9 us, fourteenth session, `perf/2026-11-30n_h200_tune.log`); at 8192 x 8192 and 4096 x
+/// 14336 both need as many (4, 8) and (32, 256, 128) is kept (18.7 / 19.0 against 19.5 / 18.6), at
+/// 28672 x 4096 the first's 224 output tiles exceed one per SM (26.8 against 30.9).
+pub fn fewest_splits_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
+    fewest_splits_single_wave_in(candidates.iter().copied(), sms)
 }
 
 /// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM (`sms`),
@@ -1198,7 +1203,7 @@ fn fullest_single_wave_in(
 /// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM, the
 /// index of the best: a later one replaces the best so far where `better(later, best)`; else the
 /// index of the last candidate; `None` for an empty list. (The rule shared by
-/// [`first_single_wave`] and [`fullest_single_wave`].)
+/// [`fewest_splits_single_wave`] and [`fullest_single_wave`].)
 fn best_single_wave_in(
     candidates: impl IntoIterator<Item = WaveCandidate>,
     sms: usize,
@@ -1215,12 +1220,15 @@ fn best_single_wave_in(
     best.map(|b| b.index).or(last)
 }
 
-/// [`first_single_wave`] over any sequence of candidates.
-fn first_single_wave_in(
+/// [`fewest_splits_single_wave`] over any sequence of candidates.
+fn fewest_splits_single_wave_in(
     candidates: impl IntoIterator<Item = WaveCandidate>,
     sms: usize,
 ) -> Option<usize> {
-    best_single_wave_in(candidates, sms, |_, _| false)
+    // Fewer splits: c.ctas / c.tiles < b.ctas / b.tiles, compared without division.
+    best_single_wave_in(candidates, sms, |c, b| {
+        (c.ctas as u128) * (b.tiles as u128) < (b.ctas as u128) * (c.tiles as u128)
+    })
 }
 
 /// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest

@@ -2,7 +2,7 @@
 
 use humming_runtime::Error;
 use humming_runtime::cuda::{
-    LaunchShape, WaveCandidate, check_launch, first_single_wave, fullest_single_wave,
+    LaunchShape, WaveCandidate, check_launch, fewest_splits_single_wave, fullest_single_wave,
     select_tile_index,
 };
 use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
@@ -310,12 +310,13 @@ fn wave(index: usize, tiles: usize, ctas: usize, slots: usize) -> WaveCandidate 
     }
 }
 
-/// Between tiles of one block M: the first whose launch (CTAs including K splits) fits one wave of
-/// resident CTAs and has at most one output tile per SM, else the last.
+/// Between wgmma tiles of one block M: among those whose launch (CTAs including K splits) fits one
+/// wave of resident CTAs and has at most one output tile per SM, the one of fewest K splits (the
+/// first of equals), else the last.
 #[test]
 fn single_wave_choice() {
     let c = wave;
-    let pick = |cands: &[WaveCandidate]| first_single_wave(cands, 132); // 132 SMs
+    let pick = |cands: &[WaveCandidate]| fewest_splits_single_wave(cands, 132); // 132 SMs
     assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 256, 396)]), Some(1));
     assert_eq!(pick(&[c(1, 66, 132, 132), c(2, 66, 256, 396)]), Some(1));
     assert_eq!(pick(&[c(1, 224, 224, 132), c(2, 224, 224, 396)]), Some(2));
@@ -327,6 +328,15 @@ fn single_wave_choice() {
     assert_eq!(pick(&[c(5, 132, 264, 264), c(6, 66, 264, 264)]), Some(5));
     // Few enough output tiles, but more CTAs (with their splits) than one wave: the next candidate.
     assert_eq!(pick(&[c(1, 100, 200, 132), c(2, 100, 200, 264)]), Some(2));
+    // Both fit: fewer splits wins (4096 x 4096, M = 32: 16 tiles x 8 against 32 x 4), equal ones keep
+    // the first.
+    assert_eq!(pick(&[c(1, 16, 128, 132), c(2, 32, 128, 264)]), Some(2));
+    assert_eq!(pick(&[c(1, 32, 128, 132), c(2, 64, 256, 264)]), Some(1));
+    assert_eq!(
+        pick(&[c(1, 16, 128, 132), c(2, 32, 128, 264), c(3, 64, 128, 132)]),
+        Some(3)
+    );
+    assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 256, 264)]), Some(1));
     assert_eq!(pick(&[]), None);
 }
 

@@ -239,6 +239,7 @@ fn producer_warpgroup_registers() {
         ("b32x128x128w32x64x64s4", 128, 3, 0),
         ("b64x128x128w32x64x64s4", 256, 1, 0),
         ("b32x256x128w32x64x64s4wgmma", 384, 1, 240),
+        ("b32x128x128w32x32x64s4wgmma", 384, 2, 104),
         ("b64x128x128w64x32x64s4wgmma", 384, 1, 240),
         ("b64x256x128w64x64x64s4wgmma", 384, 1, 240),
         ("b128x128x128w128x32x64s4wgmma", 384, 1, 240),

@@ -69,38 +69,47 @@ humming_c3fab3ea01b6b95c76319ba322abd6a2_t5(const __grid_constant__ humming::Gem
   humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::run(params);
 }
 
-// tile 6: b64x128x128w64x32x64s4wgmma, 384 threads, 103424 bytes of shared memory
+// tile 6: b32x128x128w32x32x64s4wgmma, 384 threads, 70656 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kSmemBytes == 70656u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kLaunchThreads == 384 && humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(384, 2)
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t6(const __grid_constant__ humming::GemmParams params) {
+  humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::run(params);
+}
+
+// tile 7: b64x128x128w64x32x64s4wgmma, 384 threads, 103424 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kSmemBytes == 103424u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t6(const __grid_constant__ humming::GemmParams params) {
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t7(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::run(params);
 }
 
-// tile 7: b64x256x128w64x64x64s4wgmma, 384 threads, 136192 bytes of shared memory
+// tile 8: b64x256x128w64x64x64s4wgmma, 384 threads, 136192 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kSmemBytes == 136192u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t7(const __grid_constant__ humming::GemmParams params) {
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t8(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::run(params);
 }
 
-// tile 8: b128x128x128w128x32x64s4wgmma, 384 threads, 168960 bytes of shared memory
+// tile 9: b128x128x128w128x32x64s4wgmma, 384 threads, 168960 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kSmemBytes == 168960u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t8(const __grid_constant__ humming::GemmParams params) {
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t9(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::run(params);
 }
 
-// tile 9: b128x128x64w128x32x64s4wgmma, 256 threads, 87040 bytes of shared memory
+// tile 10: b128x128x64w128x32x64s4wgmma, 256 threads, 87040 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kSmemBytes == 87040u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kLaunchThreads == 256 && humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 2)
-humming_c3fab3ea01b6b95c76319ba322abd6a2_t9(const __grid_constant__ humming::GemmParams params) {
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t10(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::run(params);
 }

@@ -60,38 +60,47 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t4(const __grid_constant__ humming::Gem
   humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::run(params);
 }
 
-// tile 5: b64x128x128w64x32x64s4wgmma, 384 threads, 132096 bytes of shared memory
+// tile 5: b32x128x128w32x32x64s4wgmma, 384 threads, 99328 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kSmemBytes == 99328u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kLaunchThreads == 384 && humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(384, 2)
+humming_3bc516943a570ffcff6a6a60984f3bdc_t5(const __grid_constant__ humming::GemmParams params) {
+  humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::run(params);
+}
+
+// tile 6: b64x128x128w64x32x64s4wgmma, 384 threads, 132096 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kSmemBytes == 132096u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
-humming_3bc516943a570ffcff6a6a60984f3bdc_t5(const __grid_constant__ humming::GemmParams params) {
+humming_3bc516943a570ffcff6a6a60984f3bdc_t6(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::run(params);
 }
 
-// tile 6: b64x256x128w64x64x64s4wgmma, 384 threads, 197632 bytes of shared memory
+// tile 7: b64x256x128w64x64x64s4wgmma, 384 threads, 197632 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kSmemBytes == 197632u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
-humming_3bc516943a570ffcff6a6a60984f3bdc_t6(const __grid_constant__ humming::GemmParams params) {
+humming_3bc516943a570ffcff6a6a60984f3bdc_t7(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::run(params);
 }
 
-// tile 7: b128x128x128w128x32x64s4wgmma, 384 threads, 197632 bytes of shared memory
+// tile 8: b128x128x128w128x32x64s4wgmma, 384 threads, 197632 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kSmemBytes == 197632u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
-humming_3bc516943a570ffcff6a6a60984f3bdc_t7(const __grid_constant__ humming::GemmParams params) {
+humming_3bc516943a570ffcff6a6a60984f3bdc_t8(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::run(params);
 }
 
-// tile 8: b128x128x64w128x32x64s4wgmma, 256 threads, 99328 bytes of shared memory
+// tile 9: b128x128x64w128x32x64s4wgmma, 256 threads, 99328 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kSmemBytes == 99328u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kStaged == true, "staged epilogue disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kLaunchThreads == 256 && humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 2)
-humming_3bc516943a570ffcff6a6a60984f3bdc_t8(const __grid_constant__ humming::GemmParams params) {
+humming_3bc516943a570ffcff6a6a60984f3bdc_t9(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::run(params);
 }
