@@ -160,6 +160,19 @@ struct Gemm {
   static constexpr int kRegTailBatch = kQuads < 8 ? kQuads : 8;
   static constexpr int kRegTailBytes = kRegTailBatch * kAccThreads * 16;
   static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
+  // kFlagAtomicC (common.cuh) is honoured by the swap-AB mma.sync tiles of warps of 8 rows with f16 C,
+  // no bias and no epilogue (C is then linear in each split's partial): atomic_tail. (In the 16-row
+  // tiles the same code made ptxas spill 36 bytes in the main loop.)
+  template <class X, class Y>
+  struct Same {
+    static constexpr bool value = false;
+  };
+  template <class X>
+  struct Same<X, X> {
+    static constexpr bool value = true;
+  };
+  static constexpr bool kAtomicC =
+      kSwapAB && !kWgmma && kTokTiles == 1 && Same<T, f16>::value && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
@@ -325,6 +338,70 @@ struct Gemm {
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int r = 0; r < kTailRing; ++r) mbar_inval(bars + 8 * r);
+    }
+  }
+
+  // kFlagAtomicC: each output tile's lock word goes 0 (before the launch) -> 1 (a CTA claimed the
+  // zeroing of the tile's C) -> 2 (zeroed, released) -> 2 + 1, ... (splits done adding) -> 0 (reset by
+  // the last split). Split 0 claims the zeroing at its start (zero_c_tile, by warp 0: long before any
+  // split ends); a split that ends and finds the word still 0 claims it itself, so that no CTA waits
+  // for a CTA that may not be resident yet (a CTA waits only while a resident one zeroes).
+
+  // The rows < M and channels < N of this launch's tile in C, zeroed by the calling warp.
+  __device__ __forceinline__ static void zero_c_tile(const GemmParams& p, int m0, int n0, int lane) {
+    u16* c16 = static_cast<u16*>(p.c);
+    const int rows = min(Tl::BM, p.m - m0), cols = min(Tl::BN, p.n - n0);
+    for (int i = lane; i < rows * cols; i += 32) {
+      c16[static_cast<long long>(m0 + i / cols) * p.ldc + n0 + i % cols] = 0;
+    }
+  }
+
+  // Split 0's claim at its start (warp 0; no waiting): zero the tile if nobody has, then release it.
+  __device__ __forceinline__ static void claim_zero_c(const GemmParams& p, int tile, int m0, int n0, int lane) {
+    int claimed = 0;
+    if (lane == 0) claimed = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
+    claimed = __shfl_sync(0xffffffffu, claimed, 0);
+    if (!claimed) return;
+    zero_c_tile(p, m0, n0, lane);
+    __syncwarp();  // the warp's stores before lane 0's release (bar.warp.sync orders memory)
+    if (lane == 0) st_release_gpu(p.locks + tile, 2);
+  }
+
+  // The tail of a split with kFlagAtomicC: once the tile's C is zeroed (claiming the zeroing if nobody
+  // has), every accumulating thread adds its outputs (finish_one: scale applied, f16) with f16 atomics;
+  // then the split counts itself done, and the last one resets the lock word.
+  __device__ __forceinline__ static void atomic_tail(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
+                                                     bool holds, int wm, int wn, int lane, int tile, int splits,
+                                                     int m0, int n0) {
+    __shared__ int s_state;  // 1: this CTA zeroes the tile; 2: it is zeroed
+    if (threadIdx.x == 0) {
+      int v = ld_acquire_gpu(p.locks + tile);
+      while (v < 2) {
+        if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;  // claimed: v stays 0
+        v = ld_acquire_gpu(p.locks + tile);
+      }
+      s_state = v < 2 ? 1 : 2;
+    }
+    sync_compute();
+    if (s_state == 1) {
+      if (threadIdx.x < 32) zero_c_tile(p, m0, n0, lane);
+      sync_compute();
+      if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+    }
+    if (holds) {
+      u16* c16 = static_cast<u16*>(p.c);
+#pragma unroll
+      for (int i = 0; i < kAccN; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int row = m0 + wm * Tl::WM + swapped_row(i, j, lane);
+          const int col = n0 + wn * Tl::WN + swapped_col(i, j, lane);
+          if (row < p.m) red_add_f16(c16 + static_cast<long long>(row) * p.ldc + col, finish_one<Q>(acc[0][i][j], p, col));
+        }
+    }
+    if (threadIdx.x == 0) {
+      // Done: the last of the splits (the word went 2 -> 2 + splits) resets it for the next launch.
+      if (atomic_add_acq_rel_gpu(p.locks + tile, 1) == splits + 1) p.locks[tile] = 0;
     }
   }
 
@@ -570,6 +647,13 @@ struct Gemm {
       }
     }
 
+    if constexpr (kAtomicC) {
+      // (After griddepcontrol.wait: the previous kernel may still read this C.)
+      if ((p.flags & kFlagAtomicC) != 0 && seg.split == 0 && seg.splits > 1 && warp == 0) {
+        claim_zero_c(p, seg.tile, m0, n0, lane);
+      }
+    }
+
     // Stage buffers read and written this iteration ((ring + it) % STAGES and (ring + it + kAhead) %
     // STAGES; ring = 0 but for a stream-K CTA's later segments).
     int read_stage = seg.ring % Tl::STAGES, write_stage = (seg.ring + kAhead) % Tl::STAGES;
@@ -789,6 +873,12 @@ struct Gemm {
     // kBulkTail through shared memory by bulk copies (bulk_tail), else by its own 16-byte loads in
     // batches of up to 8 per thread (a batch costs about one L2 round trip). Then it writes C: through
     // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
+    if constexpr (kAtomicC) {
+      if (seg.splits > 1 && (p.flags & kFlagAtomicC) != 0) {
+        atomic_tail(p, acc, kw == 0 && n_valid, wm, wn, lane, seg.tile, seg.splits, m0, n0);
+        return;
+      }
+    }
     if (seg.splits > 1) {
       __shared__ int s_last;
       constexpr int kTileFloats = Tl::BM * Tl::BN;

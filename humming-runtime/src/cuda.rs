@@ -133,6 +133,8 @@ pub struct Gemm<A: Element, C: Element> {
     pdl_early: std::sync::atomic::AtomicU8,
     /// [`Gemm::set_cluster_split_k`].
     cluster_split_k: std::sync::atomic::AtomicBool,
+    /// [`Gemm::set_deterministic`].
+    deterministic: std::sync::atomic::AtomicBool,
     workspace: std::sync::Mutex<Workspace>,
     _types: PhantomData<fn(A) -> C>,
 }
@@ -345,6 +347,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
             pdl_early: std::sync::atomic::AtomicU8::new(0),
             cluster_split_k: std::sync::atomic::AtomicBool::new(true),
+            deterministic: std::sync::atomic::AtomicBool::new(true),
             workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
         })
@@ -404,6 +407,51 @@ impl<A: Element, C: Element> Gemm<A, C> {
     pub fn set_cluster_split_k(&self, on: bool) {
         self.cluster_split_k
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Keeps every launch deterministic (the default) or not. With it off, a launch that splits K on
+    /// an `mma.sync` tile of warps of 8 rows (the default tile for M <= 8), for a kernel with f16 C,
+    /// no bias and no epilogue, and is neither stream-K nor a cluster launch, adds each split's
+    /// partial into C with f16 atomics (PTX `red.add.noftz.f16`; vLLM's Marlin kernels do the same
+    /// with `use_atomic_add`): no split waits for the others, and none reloads their partials. The
+    /// price: the order of the additions, and so the last bits of C, may change from launch to
+    /// launch, and each split adds one f16 rounding to an output (relative error within about
+    /// splits x 2^-11 of the largest partial). Off also gives up batch invariance.
+    pub fn set_deterministic(&self, on: bool) {
+        self.deterministic
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether launches are kept deterministic ([`Gemm::set_deterministic`]).
+    pub fn deterministic(&self) -> bool {
+        self.deterministic
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a launch of `m` rows on `[n, k]` weights adds its K splits into C with f16 atomics
+    /// ([`Gemm::set_deterministic`]).
+    pub fn uses_atomic_c(&self, m: usize, n: usize, k: usize) -> bool {
+        let lt = &self.tiles[self.select_index(m, n, k)];
+        let (stream_k, splits) = self.launch_splits(lt, m, n, k);
+        let cluster =
+            stream_k.is_none() && self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n));
+        self.atomic_c(lt, splits, stream_k.is_some(), cluster)
+    }
+
+    /// Whether a launch of `t` with `splits` K splits adds them into C with atomics
+    /// ([`Gemm::set_deterministic`]).
+    fn atomic_c(&self, t: &LoadedTile, splits: usize, stream_k: bool, cluster: bool) -> bool {
+        !self
+            .deterministic
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && splits > 1
+            && !stream_k
+            && !cluster
+            && t.tile.mma == Mma::Sync
+            && t.tile.warp_m <= 8
+            && self.spec.c == humming_spec::DType::F16
+            && !self.spec.bias
+            && self.spec.epilogue == humming_spec::Epilogue::None
     }
 
     /// Whether a launch of `t` with `splits` K splits over `tiles` output tiles is a cluster launch
@@ -827,6 +875,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let (stream_k, splits) = self.launch_splits(t, m, n, k);
         let cluster =
             stream_k.is_none() && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
+        let atomic_c = self.atomic_c(t, splits, stream_k.is_some(), cluster);
         let (ws_ptr, locks_ptr) = if cluster {
             (0, 0)
         } else {
@@ -875,7 +924,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 splits: splits as i32,
                 flags: i32::from(early)
                     | (i32::from(cluster) << 1)
-                    | (i32::from(stream_k.is_some()) << 2),
+                    | (i32::from(stream_k.is_some()) << 2)
+                    | (i32::from(atomic_c) << 3),
             };
             // (Stream-K launches have one chunk of rows: `stream_k_for`.)
             let grid_dim = match stream_k {
