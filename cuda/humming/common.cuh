@@ -35,7 +35,7 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 //              tile (the workspace's split slots, an upper bound)
 //   flags      bit 0: let the next kernel launch (griddepcontrol.launch_dependents) at the start of the
 //              kernel instead of after its main loop; bit 1: kFlagClusterSplitK; bit 2: kFlagStreamK;
-//              bit 3: kFlagAtomicC
+//              bit 3: kFlagAtomicC; bit 4: kFlagAtomicNoStartClaim
 //   a_map  wgmma tiles on sm_90a: A as a CUtensorMap (cuTensorMapEncodeTiled, opaque, 128 bytes): 2-D,
 //          16-bit elements, dims {K, M}, row stride lda * 2 bytes, box {64, BM}, 128-byte swizzle, zero
 //          fill outside; all zero (unused) for other tiles
@@ -74,6 +74,9 @@ constexpr int kFlagStreamK = 4;
 // stream-K or a cluster): gemm.cuh, Gemm::atomic_tail. Not deterministic: the order of the additions
 // varies from launch to launch.
 constexpr int kFlagAtomicC = 8;
+// Testing aid with kFlagAtomicC: split 0 does not claim the zeroing of C at its start (the first split
+// to end claims it; Gemm::set_atomic_start_claim).
+constexpr int kFlagAtomicNoStartClaim = 16;
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_, bool kBias_,

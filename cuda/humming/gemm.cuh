@@ -37,6 +37,9 @@
 // of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
 // atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
 // arrival order), runs the epilogue and resets the tile's ticket to zero for the next launch.
+// Atomic split-K (kFlagAtomicC, opt-in: Gemm::set_deterministic(false); 8-row mma.sync warps, f16 C,
+// no bias or epilogue): each split adds its outputs into C with f16 atomics once the tile's C is
+// zeroed (atomic_tail); not deterministic.
 // Stream-K (kFlagStreamK, swap-AB mma.sync tiles, opt-in: Gemm::set_stream_k; Osama et al., "Stream-K:
 // Work-centric Parallel Decomposition for Dense Matrix Multiplication", PPoPP 2023): a 1-D grid of G
 // CTAs takes equal ranges of the launch's tiles x BK steps, so that every SM streams the same number
@@ -351,8 +354,9 @@ struct Gemm {
   __device__ __forceinline__ static void zero_c_tile(const GemmParams& p, int m0, int n0, int lane) {
     u16* c16 = static_cast<u16*>(p.c);
     const int rows = min(Tl::BM, p.m - m0), cols = min(Tl::BN, p.n - n0);
-    for (int i = lane; i < rows * cols; i += 32) {
-      c16[static_cast<long long>(m0 + i / cols) * p.ldc + n0 + i % cols] = 0;
+    for (int r = 0; r < rows; ++r) {
+      u16* row = c16 + static_cast<long long>(m0 + r) * p.ldc + n0;
+      for (int c = lane; c < cols; c += 32) row[c] = 0;
     }
   }
 
@@ -378,6 +382,7 @@ struct Gemm {
       int v = ld_acquire_gpu(p.locks + tile);
       while (v < 2) {
         if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;  // claimed: v stays 0
+        if (v == 1) __nanosleep(64);  // a resident CTA is zeroing the tile
         v = ld_acquire_gpu(p.locks + tile);
       }
       s_state = v < 2 ? 1 : 2;
@@ -591,7 +596,8 @@ struct Gemm {
     // arrived (its shared loads and its warp's wgmma reads of the stage are done), completing phase n.
     __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
     __shared__ __align__(8) u64 empty_bars[kTma ? Tl::STAGES : 1];
-    static_assert(Tl::STAGES * 16 + 4 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
+    // (+ s_last, and s_state of atomic_tail.)
+    static_assert(Tl::STAGES * 16 + 8 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
     const u32 bars = smem_addr(stage_bars);
     const u32 empties = smem_addr(empty_bars);
     if (Loader::kBulk && seg.ring == 0) {
@@ -649,7 +655,8 @@ struct Gemm {
 
     if constexpr (kAtomicC) {
       // (After griddepcontrol.wait: the previous kernel may still read this C.)
-      if ((p.flags & kFlagAtomicC) != 0 && seg.split == 0 && seg.splits > 1 && warp == 0) {
+      if ((p.flags & (kFlagAtomicC | kFlagAtomicNoStartClaim | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC &&
+          seg.split == 0 && seg.splits > 1 && warp == 0) {
         claim_zero_c(p, seg.tile, m0, n0, lane);
       }
     }
@@ -874,7 +881,7 @@ struct Gemm {
     // batches of up to 8 per thread (a batch costs about one L2 round trip). Then it writes C: through
     // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
     if constexpr (kAtomicC) {
-      if (seg.splits > 1 && (p.flags & kFlagAtomicC) != 0) {
+      if (seg.splits > 1 && (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC) {
         atomic_tail(p, acc, kw == 0 && n_valid, wm, wn, lane, seg.tile, seg.splits, m0, n0);
         return;
       }

@@ -135,6 +135,8 @@ pub struct Gemm<A: Element, C: Element> {
     cluster_split_k: std::sync::atomic::AtomicBool,
     /// [`Gemm::set_deterministic`].
     deterministic: std::sync::atomic::AtomicBool,
+    /// [`Gemm::set_atomic_start_claim`].
+    atomic_start_claim: std::sync::atomic::AtomicBool,
     workspace: std::sync::Mutex<Workspace>,
     _types: PhantomData<fn(A) -> C>,
 }
@@ -348,6 +350,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             pdl_early: std::sync::atomic::AtomicU8::new(0),
             cluster_split_k: std::sync::atomic::AtomicBool::new(true),
             deterministic: std::sync::atomic::AtomicBool::new(true),
+            atomic_start_claim: std::sync::atomic::AtomicBool::new(true),
             workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
         })
@@ -415,8 +418,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// partial into C with f16 atomics (PTX `red.add.noftz.f16`; vLLM's Marlin kernels do the same
     /// with `use_atomic_add`): no split waits for the others, and none reloads their partials. The
     /// price: the order of the additions, and so the last bits of C, may change from launch to
-    /// launch, and each split adds one f16 rounding to an output (relative error within about
-    /// splits x 2^-11 of the largest partial). Off also gives up batch invariance.
+    /// launch; each split adds two f16 roundings to an output (its partial's, and the addition's:
+    /// relative error within about 2 x splits x 2^-11 of the largest partial), and a partial beyond
+    /// the f16 range becomes infinite even where the sum would not be. Off also gives up batch
+    /// invariance.
     pub fn set_deterministic(&self, on: bool) {
         self.deterministic
             .store(on, std::sync::atomic::Ordering::Relaxed);
@@ -447,11 +452,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
             && splits > 1
             && !stream_k
             && !cluster
-            && t.tile.mma == Mma::Sync
-            && t.tile.warp_m <= 8
-            && self.spec.c == humming_spec::DType::F16
-            && !self.spec.bias
-            && self.spec.epilogue == humming_spec::Epilogue::None
+            && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile)
+    }
+
+    /// Testing aid: with `false`, split 0 of an atomic split-K launch ([`Gemm::set_deterministic`])
+    /// does not claim the zeroing of its tile's C at its start, so the first split to end claims it
+    /// and the others wait for it: the path a launch takes when split 0's CTA starts late. Default
+    /// `true`.
+    #[doc(hidden)]
+    pub fn set_atomic_start_claim(&self, on: bool) {
+        self.atomic_start_claim
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether a launch of `t` with `splits` K splits over `tiles` output tiles is a cluster launch
@@ -925,7 +936,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 flags: i32::from(early)
                     | (i32::from(cluster) << 1)
                     | (i32::from(stream_k.is_some()) << 2)
-                    | (i32::from(atomic_c) << 3),
+                    | (i32::from(atomic_c) << 3)
+                    | (i32::from(
+                        atomic_c
+                            && !self
+                                .atomic_start_claim
+                                .load(std::sync::atomic::Ordering::Relaxed),
+                    ) << 4),
             };
             // (Stream-K launches have one chunk of rows: `stream_k_for`.)
             let grid_dim = match stream_k {

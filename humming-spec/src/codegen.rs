@@ -270,6 +270,18 @@ pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
     t.mma == Mma::Wgmma && t.block_m as u32 * (t.block_n as u32 + 4) * 4 <= smem_bytes(spec, t)
 }
 
+/// Whether a tile's kernel can add its K splits into C with f16 atomics (the CUDA side's
+/// `Gemm::kAtomicC`, honoured when the runtime sets the `GemmParams` flag `kFlagAtomicC`): `mma.sync`
+/// warps of 8 rows (swap AB, one n8 tile of rows) in a kernel with f16 C, no bias and no epilogue, so
+/// that C is linear in each split's partial. (In the 16-row tiles the same code made ptxas spill.)
+pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
+    t.mma == Mma::Sync
+        && t.warp_m == 8
+        && spec.c == DType::F16
+        && !spec.bias
+        && spec.epilogue == Epilogue::None
+}
+
 fn cuda_dtype(d: DType) -> &'static str {
     match d {
         DType::F16 => "humming::f16",
@@ -428,6 +440,11 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             s,
             "static_assert(humming::Gemm<Quant, {tile}>::kStaged == {}, \"staged epilogue disagrees with the Rust model\");",
             staged_epilogue(spec, t)
+        );
+        let _ = writeln!(
+            s,
+            "static_assert(humming::Gemm<Quant, {tile}>::kAtomicC == {}, \"atomic split-K disagrees with the Rust model\");",
+            atomic_split_k(spec, t)
         );
         // The runtime launches t.threads(); a kernel expecting another count would hang on its
         // mbarriers or in setmaxnreg.
