@@ -311,6 +311,23 @@ __device__ __forceinline__ void red_add_f16(void* addr, u16 v) {
   asm volatile("red.global.add.noftz.f16 [%0], %1;\n" ::"l"(addr), "h"(v) : "memory");
 }
 
+// Adds 8 f16 values (four f16x2, 16-byte aligned address) to global memory, without a result (PTX
+// red.add.noftz.v4.f16x2, sm_90+); one f16x2 (4-byte aligned) below.
+__device__ __forceinline__ void red_add_f16x8(void* addr, u32 a, u32 b, u32 c, u32 d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+#else
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(a) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 4), "r"(b) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 8), "r"(c) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 12), "r"(d) : "memory");
+#endif
+}
+__device__ __forceinline__ void red_add_f16x2(void* addr, u32 v) {
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>

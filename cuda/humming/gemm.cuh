@@ -174,8 +174,10 @@ struct Gemm {
   struct Same<X, X> {
     static constexpr bool value = true;
   };
-  static constexpr bool kAtomicC =
-      kSwapAB && !kWgmma && kTokTiles == 1 && Same<T, f16>::value && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
+  // The staged wgmma tiles add through the staged epilogue (16-byte vector atomics); the 8-row mma.sync
+  // tile from its registers (atomic_tail).
+  static constexpr bool kAtomicC = ((kSwapAB && !kWgmma && kTokTiles == 1) || kStaged) && Same<T, f16>::value &&
+                                   !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
@@ -360,6 +362,29 @@ struct Gemm {
     }
   }
 
+  // The rows < M and channels < N of this launch's tile in C, zeroed by the compute threads (pairs of
+  // channels: N is a multiple of 64, C 4-byte aligned with an even ldc).
+  __device__ __forceinline__ static void zero_c_tile_cta(const GemmParams& p, int m0, int n0) {
+    u32* c = static_cast<u32*>(p.c);
+    const int rows = min(Tl::BM, p.m - m0), pairs = min(Tl::BN, p.n - n0) / 2;
+    for (int i = threadIdx.x; i < rows * pairs; i += kThreads) {
+      const int r = i / pairs;
+      c[(static_cast<long long>(m0 + r) * p.ldc + n0) / 2 + (i - r * pairs)] = 0u;
+    }
+  }
+
+  // Split 0's claim at its start, staged (wgmma) tiles: the compute threads zero the tile if nobody
+  // has, then thread 0 releases it. (Two barriers of the compute threads while the first stages load.)
+  __device__ __forceinline__ static void claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
+    __shared__ int s_claim;
+    if (threadIdx.x == 0) s_claim = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
+    sync_compute();
+    if (!s_claim) return;
+    zero_c_tile_cta(p, m0, n0);
+    sync_compute();
+    if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+  }
+
   // Split 0's claim at its start (warp 0; no waiting): zero the tile if nobody has, then release it.
   __device__ __forceinline__ static void claim_zero_c(const GemmParams& p, int tile, int m0, int n0, int lane) {
     int claimed = 0;
@@ -374,6 +399,27 @@ struct Gemm {
   // The tail of a split with kFlagAtomicC: once the tile's C is zeroed (claiming the zeroing if nobody
   // has), every accumulating thread adds its outputs (finish_one: scale applied, f16) with f16 atomics;
   // then the split counts itself done, and the last one resets the lock word.
+  // A staged tile's wait, at its tail, until its C is zeroed (claiming the zeroing if nobody has: the
+  // compute threads zero it and thread 0 releases it).
+  __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0) {
+    __shared__ int s_zero;  // 1: this CTA zeroes the tile; 2: it is zeroed
+    if (threadIdx.x == 0) {
+      int v = ld_acquire_gpu(p.locks + tile);
+      while (v < 2) {
+        if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;
+        if (v == 1) __nanosleep(64);
+        v = ld_acquire_gpu(p.locks + tile);
+      }
+      s_zero = v < 2 ? 1 : 2;
+    }
+    sync_compute();
+    if (s_zero == 1) {
+      zero_c_tile_cta(p, m0, n0);
+      sync_compute();
+      if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+    }
+  }
+
   __device__ __forceinline__ static void atomic_tail(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
                                                      bool holds, int wm, int wn, int lane, int tile, int splits,
                                                      int m0, int n0) {
@@ -413,9 +459,12 @@ struct Gemm {
   // The staged epilogue (kStaged): `holds` = this thread's accumulators are part of the tile (kw == 0,
   // channels below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
   // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
+  // kRed (kFlagAtomicC, one split of `splits` of output tile `tile`): the outputs are added to C with
+  // f16 atomics once the tile's C is zeroed, and the split then counts itself done (atomic_tail).
+  template <bool kRed = false>
   __device__ __forceinline__ static void staged_epilogue(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
                                                          bool holds, int wm, int wn, int lane, int m0, int n0, int rank,
-                                                         int ranks) {
+                                                         int ranks, int tile = 0, int splits = 1) {
     extern __shared__ __align__(128) char smem[];
     sync_compute();  // the pipeline buffers (and the K-warp reduction's) are free
     if (holds) {
@@ -425,7 +474,9 @@ struct Gemm {
         for (int j = 0; j < 4; ++j)
           reinterpret_cast<float*>(smem)[(wm * Tl::WM + swapped_row(i, j, lane)) * kStageLd + wn * Tl::WN + swapped_col(i, j, lane)] = acc[0][i][j];
     }
-    if (ranks > 1) {
+    if constexpr (kRed) {
+      await_zeroed_c_cta(p, tile, m0, n0);  // (its barriers also order the shared tile's stores)
+    } else if (ranks > 1) {
       cluster_sync();
     } else {
       sync_compute();
@@ -470,14 +521,26 @@ struct Gemm {
 #pragma unroll
       for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, n0 + col + 2 * q);
       const long long at_c = (static_cast<long long>(m0 + r) * p.ldc + n0 + col) >> 1;
-      if (vec16) {
+      if constexpr (kRed) {
+        if (vec16) {
+          red_add_f16x8(c + at_c, out[0], out[1], out[2], out[3]);
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) red_add_f16x2(c + at_c + q, out[q]);
+        }
+      } else if (vec16) {
         *reinterpret_cast<uint4*>(c + at_c) = make_uint4(out[0], out[1], out[2], out[3]);
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) c[at_c + q] = out[q];
       }
     }
-    if (ranks > 1) cluster_sync();  // no CTA leaves while another may still read its shared tile
+    if constexpr (kRed) {
+      // Done: the last of the splits (the word went 2 -> 2 + splits) resets it for the next launch.
+      if (threadIdx.x == 0 && atomic_add_acq_rel_gpu(p.locks + tile, 1) == splits + 1) p.locks[tile] = 0;
+    } else if (ranks > 1) {
+      cluster_sync();  // no CTA leaves while another may still read its shared tile
+    }
   }
 
   // One piece of work of a CTA: BK steps [it_begin, it_end) of output tile `tile` (column tile tile_n,
@@ -596,8 +659,8 @@ struct Gemm {
     // arrived (its shared loads and its warp's wgmma reads of the stage are done), completing phase n.
     __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
     __shared__ __align__(8) u64 empty_bars[kTma ? Tl::STAGES : 1];
-    // (+ s_last, and s_state of atomic_tail.)
-    static_assert(Tl::STAGES * 16 + 8 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
+    // (+ s_last, and s_state, s_zero, s_claim of the atomic split-K.)
+    static_assert(Tl::STAGES * 16 + 16 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
     const u32 bars = smem_addr(stage_bars);
     const u32 empties = smem_addr(empty_bars);
     if (Loader::kBulk && seg.ring == 0) {
@@ -656,8 +719,12 @@ struct Gemm {
     if constexpr (kAtomicC) {
       // (After griddepcontrol.wait: the previous kernel may still read this C.)
       if ((p.flags & (kFlagAtomicC | kFlagAtomicNoStartClaim | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC &&
-          seg.split == 0 && seg.splits > 1 && warp == 0) {
-        claim_zero_c(p, seg.tile, m0, n0, lane);
+          seg.split == 0 && seg.splits > 1) {
+        if constexpr (kStaged) {
+          claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
+        } else if (warp == 0) {
+          claim_zero_c(p, seg.tile, m0, n0, lane);
+        }
       }
     }
 
@@ -882,7 +949,11 @@ struct Gemm {
     // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
     if constexpr (kAtomicC) {
       if (seg.splits > 1 && (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC) {
-        atomic_tail(p, acc, kw == 0 && n_valid, wm, wn, lane, seg.tile, seg.splits, m0, n0);
+        if constexpr (kStaged) {
+          staged_epilogue<true>(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1, seg.tile, seg.splits);
+        } else {
+          atomic_tail(p, acc, kw == 0 && n_valid, wm, wn, lane, seg.tile, seg.splits, m0, n0);
+        }
         return;
       }
     }

@@ -645,7 +645,10 @@ fn gpu_stream_k() {
 /// float-offset format, and a kernel with a bias (which keeps the workspace path). Each case launched
 /// twice on poisoned C, both launches against the f64 reference (the second finds the tiles' lock
 /// words reset by the first, else its C would keep the poison); again with the zeroing claimed by the
-/// first split to end (`set_atomic_start_claim(false)`); then deterministic.
+/// first split to end (`set_atomic_start_claim(false)`); then deterministic. On sm_90a also three
+/// staged wgmma tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at M = 200:
+/// two row tiles, the second partial), whose splits add from the staged epilogue with 16-byte vector
+/// atomics, with cluster sums off.
 #[test]
 fn gpu_atomic_split_k() {
     let name = "gpu_atomic_split_k";
@@ -713,6 +716,58 @@ fn gpu_atomic_split_k() {
                 }
             }
             gemm.set_splits(None);
+        }
+    }
+    // Staged wgmma tiles (sm_90a): the 16-byte vector atomics of the staged epilogue, cluster sums off.
+    if stream.context().compute_capability().ok() == Some((9, 0)) {
+        for (tile, m) in [
+            (
+                "(32, 256, 128), warp = (32, 64, 64), stages = 4, mma = wgmma",
+                29,
+            ),
+            (
+                "(128, 128, 128), warp = (128, 32, 64), stages = 4, mma = wgmma",
+                128,
+            ),
+            (
+                "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma",
+                200,
+            ),
+        ] {
+            let extra = format!(", arch: [sm_90a], tiles: [tile(block = {tile})]");
+            let sp = spec_for("f16", 4, Zp::Integer, 128, false, &extra);
+            let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma", sp).expect("compile");
+            gemm.set_cluster_split_k(false);
+            let (n, k) = (576, 4096);
+            let wf = random_weights(&mut rng, n, k);
+            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
+            let w_ref = w.dequantize();
+            let dw = gemm.upload(&w).expect("upload weights");
+            for &splits in splits_list {
+                gemm.set_splits(Some(splits));
+                gemm.set_deterministic(false);
+                assert!(gemm.uses_atomic_c(m, n, k), "{tile} M={m} splits={splits}");
+                let label = format!("{tile} M={m} K={k} splits={splits} atomic");
+                let mut r = rng.clone();
+                let (e, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
+                gemm.set_atomic_start_claim(false);
+                let mut r = rng.clone();
+                let (e_late, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                gemm.set_atomic_start_claim(true);
+                assert!(
+                    e_late <= 1e-2,
+                    "{label} (no start claim): relative error {e_late:.3e}"
+                );
+                gemm.set_deterministic(true);
+                let (e_det, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
+                assert!(
+                    e_det <= 1e-2,
+                    "{label} (deterministic): relative error {e_det:.3e}"
+                );
+                worst = worst.max(e);
+                cases += 1;
+            }
         }
     }
     println!("{name}: {cases} cases passed, worst relative error {worst:.3e}");

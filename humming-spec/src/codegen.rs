@@ -272,11 +272,11 @@ pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
 
 /// Whether a tile's kernel can add its K splits into C with f16 atomics (the CUDA side's
 /// `Gemm::kAtomicC`, honoured when the runtime sets the `GemmParams` flag `kFlagAtomicC`): `mma.sync`
-/// warps of 8 rows (swap AB, one n8 tile of rows) in a kernel with f16 C, no bias and no epilogue, so
-/// that C is linear in each split's partial. (In the 16-row tiles the same code made ptxas spill.)
+/// warps of 8 rows (swap AB, one n8 tile of rows; in the 16-row tiles the same code made ptxas
+/// spill) or a tile with the [`staged_epilogue`] (16-byte vector atomics from shared memory), in a
+/// kernel with f16 C, no bias and no epilogue, so that C is linear in each split's partial.
 pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
-    t.mma == Mma::Sync
-        && t.warp_m == 8
+    ((t.mma == Mma::Sync && t.warp_m == 8) || staged_epilogue(spec, t))
         && spec.c == DType::F16
         && !spec.bias
         && spec.epilogue == Epilogue::None
