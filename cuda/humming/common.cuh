@@ -70,9 +70,10 @@ constexpr int kFlagClusterSplitK = 2;
 // launch's tiles x BK steps into G equal ranges (gemm.cuh, Gemm::run); the CTAs sharing a tile are its
 // K splits, summed through the workspace.
 constexpr int kFlagStreamK = 4;
-// Split-K by f16 atomic additions into C (swap-AB mma.sync tiles, f16 C, no bias or epilogue; not with
-// stream-K or a cluster): gemm.cuh, Gemm::atomic_tail. Not deterministic: the order of the additions
-// varies from launch to launch.
+// Split-K by f16 atomic additions into C (8-row swap-AB mma.sync tiles and staged wgmma tiles, f16 C, no
+// bias or epilogue; not with stream-K or a cluster): gemm.cuh, Gemm::atomic_tail and
+// Gemm::staged_epilogue<true>. Not deterministic: the order of the additions varies from launch to
+// launch.
 constexpr int kFlagAtomicC = 8;
 // Testing aid with kFlagAtomicC: split 0 does not claim the zeroing of C at its start (the first split
 // to end claims it; Gemm::set_atomic_start_claim).

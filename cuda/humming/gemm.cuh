@@ -37,9 +37,9 @@
 // of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
 // atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
 // arrival order), runs the epilogue and resets the tile's ticket to zero for the next launch.
-// Atomic split-K (kFlagAtomicC, opt-in: Gemm::set_deterministic(false); 8-row mma.sync warps, f16 C,
-// no bias or epilogue): each split adds its outputs into C with f16 atomics once the tile's C is
-// zeroed (atomic_tail); not deterministic.
+// Atomic split-K (kFlagAtomicC, opt-in: Gemm::set_deterministic(false); 8-row mma.sync warps or staged
+// wgmma tiles, f16 C, no bias or epilogue): each split adds its outputs into C with f16 atomics once
+// the tile's C is zeroed (atomic_tail, staged_epilogue<true>); not deterministic.
 // Stream-K (kFlagStreamK, swap-AB mma.sync tiles, opt-in: Gemm::set_stream_k; Osama et al., "Stream-K:
 // Work-centric Parallel Decomposition for Dense Matrix Multiplication", PPoPP 2023): a 1-D grid of G
 // CTAs takes equal ranges of the launch's tiles x BK steps, so that every SM streams the same number
@@ -163,9 +163,9 @@ struct Gemm {
   static constexpr int kRegTailBatch = kQuads < 8 ? kQuads : 8;
   static constexpr int kRegTailBytes = kRegTailBatch * kAccThreads * 16;
   static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
-  // kFlagAtomicC (common.cuh) is honoured by the swap-AB mma.sync tiles of warps of 8 rows with f16 C,
-  // no bias and no epilogue (C is then linear in each split's partial): atomic_tail. (In the 16-row
-  // tiles the same code made ptxas spill 36 bytes in the main loop.)
+  // kFlagAtomicC (common.cuh) is honoured, with f16 C, no bias and no epilogue (C is then linear in
+  // each split's partial), by the swap-AB mma.sync tiles of warps of 8 rows (atomic_tail; in the 16-row
+  // tiles the same code made ptxas spill 36 bytes in the main loop) and the staged wgmma tiles.
   template <class X, class Y>
   struct Same {
     static constexpr bool value = false;
@@ -348,9 +348,10 @@ struct Gemm {
 
   // kFlagAtomicC: each output tile's lock word goes 0 (before the launch) -> 1 (a CTA claimed the
   // zeroing of the tile's C) -> 2 (zeroed, released) -> 2 + 1, ... (splits done adding) -> 0 (reset by
-  // the last split). Split 0 claims the zeroing at its start (zero_c_tile, by warp 0: long before any
-  // split ends); a split that ends and finds the word still 0 claims it itself, so that no CTA waits
-  // for a CTA that may not be resident yet (a CTA waits only while a resident one zeroes).
+  // the last split). Split 0 claims the zeroing at its start (mma.sync tiles: its warp 0, zero_c_tile;
+  // staged tiles: its compute threads, zero_c_tile_cta; long before any split ends); a split that ends
+  // and finds the word still 0 claims it itself, so that no CTA waits for a CTA that may not be
+  // resident yet (a CTA waits only while a resident one zeroes).
 
   // The rows < M and channels < N of this launch's tile in C, zeroed by the calling warp.
   __device__ __forceinline__ static void zero_c_tile(const GemmParams& p, int m0, int n0, int lane) {
@@ -362,14 +363,24 @@ struct Gemm {
     }
   }
 
-  // The rows < M and channels < N of this launch's tile in C, zeroed by the compute threads (pairs of
-  // channels: N is a multiple of 64, C 4-byte aligned with an even ldc).
+  // The rows < M and channels < N of this launch's tile in C, zeroed by the compute threads in chunks of
+  // 8 channels as the staged epilogue writes them (16-byte stores where C allows, else 4-byte ones: N
+  // is a multiple of 64, C 4-byte aligned with an even ldc).
   __device__ __forceinline__ static void zero_c_tile_cta(const GemmParams& p, int m0, int n0) {
+    constexpr int kChunks = Tl::BN / 8;
+    const int rows = min(Tl::BM, p.m - m0);
+    const bool vec16 = (p.ldc % 8) == 0 && (reinterpret_cast<unsigned long long>(p.c) & 15) == 0;
     u32* c = static_cast<u32*>(p.c);
-    const int rows = min(Tl::BM, p.m - m0), pairs = min(Tl::BN, p.n - n0) / 2;
-    for (int i = threadIdx.x; i < rows * pairs; i += kThreads) {
-      const int r = i / pairs;
-      c[(static_cast<long long>(m0 + r) * p.ldc + n0) / 2 + (i - r * pairs)] = 0u;
+    for (int it = threadIdx.x; it < rows * kChunks; it += kThreads) {
+      const int r = it / kChunks, col = (it % kChunks) * 8;
+      if (n0 + col >= p.n) continue;
+      const long long at = (static_cast<long long>(m0 + r) * p.ldc + n0 + col) >> 1;
+      if (vec16) {
+        *reinterpret_cast<uint4*>(c + at) = make_uint4(0u, 0u, 0u, 0u);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[at + q] = 0u;
+      }
     }
   }
 
@@ -396,9 +407,6 @@ struct Gemm {
     if (lane == 0) st_release_gpu(p.locks + tile, 2);
   }
 
-  // The tail of a split with kFlagAtomicC: once the tile's C is zeroed (claiming the zeroing if nobody
-  // has), every accumulating thread adds its outputs (finish_one: scale applied, f16) with f16 atomics;
-  // then the split counts itself done, and the last one resets the lock word.
   // A staged tile's wait, at its tail, until its C is zeroed (claiming the zeroing if nobody has: the
   // compute threads zero it and thread 0 releases it).
   __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0) {
@@ -420,6 +428,9 @@ struct Gemm {
     }
   }
 
+  // The tail of a split with kFlagAtomicC (mma.sync tiles): once the tile's C is zeroed (claiming the zeroing if nobody
+  // has), every accumulating thread adds its outputs (finish_one: scale applied, f16) with f16 atomics;
+  // then the split counts itself done, and the last one resets the lock word.
   __device__ __forceinline__ static void atomic_tail(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
                                                      bool holds, int wm, int wn, int lane, int tile, int splits,
                                                      int m0, int n0) {

@@ -413,10 +413,12 @@ impl<A: Element, C: Element> Gemm<A, C> {
     }
 
     /// Keeps every launch deterministic (the default) or not. With it off, a launch that splits K on
-    /// an `mma.sync` tile of warps of 8 rows (the default tile for M <= 8), for a kernel with f16 C,
-    /// no bias and no epilogue, and is neither stream-K nor a cluster launch, adds each split's
-    /// partial into C with f16 atomics (PTX `red.add.noftz.f16`; vLLM's Marlin kernels do the same
-    /// with `use_atomic_add`): no split waits for the others, and none reloads their partials. The
+    /// an `mma.sync` tile of warps of 8 rows (the default tile for M <= 8) or on a `wgmma` tile with
+    /// the staged epilogue (`codegen::atomic_split_k`), for a kernel with f16 C, no bias and no
+    /// epilogue, and is neither stream-K nor a cluster launch, adds each split's partial into C with
+    /// f16 atomics (PTX `red.add.noftz.f16`, 16-byte `red.add.noftz.v4.f16x2` from the staged tiles;
+    /// vLLM's Marlin kernels do the same with `use_atomic_add`, humming-kernels in its stream-K
+    /// beyond three slices): no split waits for the others, and none reloads their partials. The
     /// price: the order of the additions, and so the last bits of C, may change from launch to
     /// launch; each split adds two f16 roundings to an output (its partial's, and the addition's:
     /// relative error within about 2 x splits x 2^-11 of the largest partial), and a partial beyond

@@ -145,7 +145,43 @@ fn run_case<T: Element>(
     rng: &mut Rng,
     label: &str,
 ) -> (f64, Vec<u16>) {
+    run_case_opts(
+        stream,
+        gemm,
+        w,
+        w_ref,
+        dw,
+        m,
+        rng,
+        label,
+        CaseOpts::default(),
+    )
+}
+
+/// How [`run_case_opts`] places C and checks it.
+#[derive(Clone, Copy, Default)]
+struct CaseOpts {
+    /// Elements between a 16-byte boundary and the start of C (even: C stays 4-byte aligned).
+    c_offset: usize,
+    /// Every row against the reference, not a sample of them (`checked_rows`).
+    all_rows: bool,
+}
+
+/// [`run_case`] with C placed and checked as `opts` says.
+#[allow(clippy::too_many_arguments)]
+fn run_case_opts<T: Element>(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    gemm: &Gemm<T, T>,
+    w: &QuantizedWeights,
+    w_ref: &[f64],
+    dw: &cuda::DeviceWeights,
+    m: usize,
+    rng: &mut Rng,
+    label: &str,
+    opts: CaseOpts,
+) -> (f64, Vec<u16>) {
     let (n, k) = (w.n(), w.k());
+    let guard = GUARD + opts.c_offset;
     let a_host: Vec<T> = (0..m * k).map(|_| T::from_f32(rng.uniform())).collect();
     let bias_host: Option<Vec<T>> = w
         .spec()
@@ -157,10 +193,10 @@ fn run_case<T: Element>(
         .map(|b| stream.clone_htod(b).expect("upload bias"));
     let mut outs: Vec<Vec<u16>> = Vec::new();
     for _run in 0..2 {
-        let poisoned = vec![T::from_bits(POISON); m * n + 2 * GUARD];
+        let poisoned = vec![T::from_bits(POISON); m * n + 2 * guard];
         let mut c = stream.clone_htod(&poisoned).expect("upload C");
         {
-            let mut view = c.slice_mut(GUARD..GUARD + m * n);
+            let mut view = c.slice_mut(guard..guard + m * n);
             gemm.run(&a, m, dw, bias.as_ref(), &mut view)
                 .unwrap_or_else(|e| panic!("{label}: launch: {e}"));
         }
@@ -170,14 +206,14 @@ fn run_case<T: Element>(
         let host: Vec<T> = stream.clone_dtoh(&c).expect("download C");
         let bits: Vec<u16> = host.iter().map(|v| v.to_bits()).collect();
         assert!(
-            bits[..GUARD].iter().all(|&b| b == POISON),
+            bits[..guard].iter().all(|&b| b == POISON),
             "{label}: guard before C was overwritten"
         );
         assert!(
-            bits[GUARD + m * n..].iter().all(|&b| b == POISON),
+            bits[guard + m * n..].iter().all(|&b| b == POISON),
             "{label}: guard after C was overwritten"
         );
-        outs.push(bits[GUARD..GUARD + m * n].to_vec());
+        outs.push(bits[guard..guard + m * n].to_vec());
     }
     // Bit for bit, unless the launches add their K splits with atomics (in an order that may change);
     // then each launch is checked on its own below.
@@ -199,7 +235,12 @@ fn run_case<T: Element>(
         }
     }
     let (mut num, mut den) = ([0f64; 2], 0f64);
-    for row in checked_rows(rng, m) {
+    let rows = if opts.all_rows {
+        (0..m).collect()
+    } else {
+        checked_rows(rng, m)
+    };
+    for row in rows {
         let a_row: Vec<f64> = a_host[row * k..(row + 1) * k]
             .iter()
             .map(|v| v.to_f64())
@@ -733,6 +774,11 @@ fn gpu_atomic_split_k() {
                 "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma",
                 200,
             ),
+            // Two CTAs per SM: no producer warpgroup (CTA barriers, thread 0 refills the stages).
+            (
+                "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma, ctas_per_sm = 2",
+                200,
+            ),
         ] {
             let extra = format!(", arch: [sm_90a], tiles: [tile(block = {tile})]");
             let sp = spec_for("f16", 4, Zp::Integer, 128, false, &extra);
@@ -748,23 +794,46 @@ fn gpu_atomic_split_k() {
                 gemm.set_deterministic(false);
                 assert!(gemm.uses_atomic_c(m, n, k), "{tile} M={m} splits={splits}");
                 let label = format!("{tile} M={m} K={k} splits={splits} atomic");
-                let mut r = rng.clone();
-                let (e, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                let every = CaseOpts {
+                    all_rows: true,
+                    ..CaseOpts::default()
+                };
+                let run = |opts: CaseOpts, label: &str| {
+                    let mut r = rng.clone(); // the same A in every run of the case
+                    run_case_opts(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, label, opts)
+                };
+                let (e, bits) = run(every, &label);
                 assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
+                // C 4 bytes past a 16-byte boundary: the f16x2 atomics instead of the 16-byte ones.
+                let odd = CaseOpts {
+                    c_offset: 2,
+                    ..every
+                };
+                let (e_odd, _) = run(odd, &label);
+                assert!(
+                    e_odd <= 1e-2,
+                    "{label} (C at +4 bytes): relative error {e_odd:.3e}"
+                );
                 gemm.set_atomic_start_claim(false);
-                let mut r = rng.clone();
-                let (e_late, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                let (e_late, _) = run(every, &label);
                 gemm.set_atomic_start_claim(true);
                 assert!(
                     e_late <= 1e-2,
                     "{label} (no start claim): relative error {e_late:.3e}"
                 );
                 gemm.set_deterministic(true);
-                let (e_det, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
+                let (e_det, bits_det) = run(every, &label);
                 assert!(
                     e_det <= 1e-2,
                     "{label} (deterministic): relative error {e_det:.3e}"
                 );
+                // The atomic launch really added in f16 (two roundings per split): among thousands
+                // of outputs some differ from the f32 sums of the workspace path.
+                assert_ne!(
+                    bits, bits_det,
+                    "{label}: the atomic launch gave the workspace path's bits"
+                );
+                let _ = rng.below(2); // fresh inputs for the next case
                 worst = worst.max(e);
                 cases += 1;
             }
@@ -808,6 +877,8 @@ fn gpu_dependent_launches() {
         gemm.set_programmatic_launch(pdl);
         gemm.set_early_dependent_trigger(early);
         gemm.set_deterministic(deterministic);
+        // (In the atomic pass, M = 100 sums its splits with atomics too instead of in a cluster.)
+        gemm.set_cluster_split_k(deterministic);
         for (m, splits) in [(1, Some(4)), (16, None), (100, Some(2)), (1, Some(1))] {
             gemm.set_splits(splits);
             gemm.reserve(m, n, n).expect("reserve");

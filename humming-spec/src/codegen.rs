@@ -170,8 +170,8 @@ pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
 pub const WGMMA_STAGE_ALIGN: u32 = 1024;
 
 /// Static shared memory of every kernel, in bytes, on top of [`smem_bytes`]: the split-K flag and one
-/// 8-byte mbarrier per stage, two per stage for `wgmma` tiles (at most 6 stages: 100 bytes; the CUDA
-/// side asserts the bound). A CTA's static plus dynamic shared memory must
+/// 8-byte mbarrier per stage, two per stage for `wgmma` tiles, and the atomic split-K's flags (at most
+/// 6 stages: 112 bytes; the CUDA side asserts the bound). A CTA's static plus dynamic shared memory must
 /// stay within the GPU's per-block limit (227 KiB on the H100/H200).
 pub const STATIC_SMEM_BYTES: u32 = 128;
 
