@@ -467,6 +467,52 @@ struct Gemm {
     }
   }
 
+  // The split-K tail of the swap-AB mma.sync tiles, in the last split's CTA: every thread (not only the
+  // kAccThreads that hold accumulators) takes positions pos = threadIdx.x, + kThreads, ... of the
+  // partial tiles (float4 q of accumulating thread t at pos = q * kAccThreads + t), loads that float4
+  // of up to kWideBatch splits at once (one L2 round trip per batch; the accumulating threads alone
+  // keep one split's kQuads float4s in flight), sums them in split order (0 + p_0 + p_1 + ..., the sums
+  // of the register path bit for bit) and writes the position's four values of C.
+  static constexpr int kWideBatch = 8;
+  __device__ __forceinline__ static void wide_tail(const GemmParams& p, const float* ws_tile, long long split_stride,
+                                                   int splits, int m0, int n0) {
+    constexpr int kPositions = kQuads * kAccThreads;
+    constexpr int kPer = (kPositions + kThreads - 1) / kThreads;
+    u16* c16 = static_cast<u16*>(p.c);
+    const long long stride4 = split_stride / 4;
+#pragma unroll 1
+    for (int r = 0; r < kPer; ++r) {
+      const int pos = static_cast<int>(threadIdx.x) + r * kThreads;
+      const int t = pos % kAccThreads, q = pos / kAccThreads;
+      const int lane = t & 31, w = t >> 5;
+      const int wn = w % kWarpsN, wm = w / kWarpsN;
+      if ((kPositions % kThreads != 0 && pos >= kPositions) || n0 + wn * Tl::WN >= p.n) continue;
+      const float4* src = reinterpret_cast<const float4*>(ws_tile) + pos;
+      float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int b = 0; b < splits; b += kWideBatch) {
+        float4 v[kWideBatch];
+#pragma unroll
+        for (int i = 0; i < kWideBatch; ++i) {
+          // Unconditional (past the last split: the last split's float4 again), so that every load of
+          // the batch is issued before the first sum waits.
+          v[i] = __ldcg(src + min(b + i, splits - 1) * stride4);
+        }
+#pragma unroll
+        for (int i = 0; i < kWideBatch; ++i) {
+          if (b + i < splits) {
+            sum[0] += v[i].x; sum[1] += v[i].y; sum[2] += v[i].z; sum[3] += v[i].w;
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int row = m0 + wm * Tl::WM + swapped_row(q, j, lane);
+        const int col = n0 + wn * Tl::WN + swapped_col(q, j, lane);
+        if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(sum[j], p, col);
+      }
+    }
+  }
+
   // The staged epilogue (kStaged): `holds` = this thread's accumulators are part of the tile (kw == 0,
   // channels below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
   // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
@@ -1004,6 +1050,9 @@ struct Gemm {
           staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1);
           return;
         }
+      } else if constexpr (kSwapAB && !kWgmma && kTokTiles == 1) {
+        wide_tail(p, ws_tile, split_stride, seg.splits, m0, n0);
+        return;
       } else {
         if (kw != 0 || !n_valid) return;
         zero_acc(acc);
