@@ -260,6 +260,12 @@ struct Row {
     /// capability 9.0). `ours` has it on, where available.
     #[serde(default)]
     ours_no_pdl: Option<Stats>,
+    /// Ours with the K splits added into C with f16 atomics (`Gemm::set_deterministic(false)`), where
+    /// the launch can (None elsewhere), and that mode's relative error on `checked_rows`.
+    #[serde(default)]
+    ours_atomic: Option<Stats>,
+    #[serde(default)]
+    rel_err_atomic: Option<f64>,
     cublas: Option<Stats>,
     /// cuBLAS time / our time.
     speedup_vs_cublas: Option<f64>,
@@ -685,6 +691,28 @@ where
         let rel_err = humming::relative_error(&got, &exp);
         let ok = rel_err <= tol;
 
+        // The same launch with the K splits added into C with atomics, where it can: checked once on
+        // poisoned C.
+        gemm.set_deterministic(false);
+        let atomic = gemm.uses_atomic_c(m, n, k);
+        let rel_err_atomic = if atomic {
+            stream.memcpy_htod(&poison, &mut c[0])?;
+            gemm.run(&a[0], m, &weights[0], None, &mut c[0])?;
+            let all: Vec<f64> = stream
+                .clone_dtoh(&c[0])?
+                .iter()
+                .map(|v| v.to_f64())
+                .collect();
+            let got: Vec<f64> = checked
+                .iter()
+                .flat_map(|&r| all[r * n..(r + 1) * n].iter().copied())
+                .collect();
+            finite(humming::relative_error(&got, &exp))
+        } else {
+            None
+        };
+        gemm.set_deterministic(true);
+
         let mut launch_ours = |i: usize| -> Res<()> {
             gemm.run(&a[i], m, &weights[i], None, &mut c[i])?;
             Ok(())
@@ -697,6 +725,30 @@ where
             let t = time_launches(env, copies, &mut launch_ours);
             gemm.set_programmatic_launch(true);
             Some(t?)
+        } else {
+            None
+        };
+
+        // The opt-in non-deterministic mode (atomic split-K), where this launch can use it: timed
+        // like `ours` (checked above); the gemm is left deterministic.
+        let ours_atomic = if atomic {
+            gemm.set_deterministic(false);
+            let t = time_launches(env, copies, &mut launch_ours);
+            gemm.set_deterministic(true);
+            let t = t?;
+            println!(
+                "    {}x{} M={m}: atomic split-K {:.2} us, relative error {} {}",
+                n,
+                k,
+                t.median_us,
+                rel_err_atomic.map_or("NaN".to_string(), |e| format!("{e:.1e}")),
+                if rel_err_atomic.is_some_and(|e| e <= tol) {
+                    "ok"
+                } else {
+                    "WRONG"
+                }
+            );
+            Some(t)
         } else {
             None
         };
@@ -740,6 +792,8 @@ where
             speedup_vs_cublas: cublas.as_ref().map(|s| s.median_us / ours.median_us),
             floor_pct: 100.0 * floor_us / ours.median_us,
             ours_no_pdl,
+            ours_atomic,
+            rel_err_atomic,
             rel_err: finite(rel_err),
             checked_rows: checked,
             tolerance: tol,

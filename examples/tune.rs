@@ -55,6 +55,9 @@ struct Args {
     /// `auto` (the runtime's rule), `early` (kernel start) or `late` (after the main loop).
     #[arg(long, default_value = "auto")]
     pdl_trigger: String,
+    /// Add the K splits into C with f16 atomics where the runtime can (`Gemm::set_deterministic(false)`).
+    #[arg(long)]
+    nondeterministic: bool,
     /// Stream-K settings to time, comma separated (`Gemm::set_stream_k`): `off` (the default) or a
     /// number of CTAs.
     #[arg(long, default_value = "off")]
@@ -171,6 +174,9 @@ fn main() -> Res<()> {
             if args.no_pdl {
                 gemm.set_programmatic_launch(false);
             }
+            if args.nondeterministic {
+                gemm.set_deterministic(false);
+            }
             if args.no_cluster {
                 gemm.set_cluster_split_k(false);
             }
@@ -219,6 +225,8 @@ fn main() -> Res<()> {
                         String::new()
                     } else if gemm.uses_cluster(m, n, k) {
                         "cluster".into()
+                    } else if gemm.uses_atomic_c(m, n, k) {
+                        "atomic".into()
                     } else {
                         "global".into()
                     };

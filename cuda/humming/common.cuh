@@ -34,7 +34,8 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 //   splits     number of K splits (gridDim.z); with kFlagStreamK, at least the most CTAs that share a
 //              tile (the workspace's split slots, an upper bound)
 //   flags      bit 0: let the next kernel launch (griddepcontrol.launch_dependents) at the start of the
-//              kernel instead of after its main loop; bit 1: kFlagClusterSplitK; bit 2: kFlagStreamK
+//              kernel instead of after its main loop; bit 1: kFlagClusterSplitK; bit 2: kFlagStreamK;
+//              bit 3: kFlagAtomicC; bit 4: kFlagAtomicNoStartClaim
 //   a_map  wgmma tiles on sm_90a: A as a CUtensorMap (cuTensorMapEncodeTiled, opaque, 128 bytes): 2-D,
 //          16-bit elements, dims {K, M}, row stride lda * 2 bytes, box {64, BM}, 128-byte swizzle, zero
 //          fill outside; all zero (unused) for other tiles
@@ -69,6 +70,14 @@ constexpr int kFlagClusterSplitK = 2;
 // launch's tiles x BK steps into G equal ranges (gemm.cuh, Gemm::run); the CTAs sharing a tile are its
 // K splits, summed through the workspace.
 constexpr int kFlagStreamK = 4;
+// Split-K by f16 atomic additions into C (8-row swap-AB mma.sync tiles and staged wgmma tiles, f16 C, no
+// bias or epilogue; not with stream-K or a cluster): gemm.cuh, Gemm::atomic_tail and
+// Gemm::staged_epilogue<true>. Not deterministic: the order of the additions varies from launch to
+// launch.
+constexpr int kFlagAtomicC = 8;
+// Testing aid with kFlagAtomicC: split 0 does not claim the zeroing of C at its start (the first split
+// to end claims it; Gemm::set_atomic_start_claim).
+constexpr int kFlagAtomicNoStartClaim = 16;
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_, bool kBias_,
@@ -277,6 +286,47 @@ __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* addr, int v) {
   int old;
   asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(addr), "r"(v) : "memory");
   return old;
+}
+
+__device__ __forceinline__ int ld_acquire_gpu(const int* addr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_release_gpu(int* addr, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int atomic_cas_acq_rel_gpu(int* addr, int expected, int desired) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.cas.b32 %0, [%1], %2, %3;\n"
+               : "=r"(old)
+               : "l"(addr), "r"(expected), "r"(desired)
+               : "memory");
+  return old;
+}
+
+// Adds an f16 value (bits) to an f16 in global memory, without a result (PTX red.add.noftz.f16, sm_70+).
+__device__ __forceinline__ void red_add_f16(void* addr, u16 v) {
+  asm volatile("red.global.add.noftz.f16 [%0], %1;\n" ::"l"(addr), "h"(v) : "memory");
+}
+
+// Adds 8 f16 values (four f16x2, 16-byte aligned address) to global memory, without a result (PTX
+// red.add.noftz.v4.f16x2, sm_90+); one f16x2 (4-byte aligned) below.
+__device__ __forceinline__ void red_add_f16x8(void* addr, u32 a, u32 b, u32 c, u32 d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+#else
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(a) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 4), "r"(b) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 8), "r"(c) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 12), "r"(d) : "memory");
+#endif
+}
+__device__ __forceinline__ void red_add_f16x2(void* addr, u32 v) {
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

@@ -37,6 +37,9 @@
 // of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
 // atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
 // arrival order), runs the epilogue and resets the tile's ticket to zero for the next launch.
+// Atomic split-K (kFlagAtomicC, opt-in: Gemm::set_deterministic(false); 8-row mma.sync warps or staged
+// wgmma tiles, f16 C, no bias or epilogue): each split adds its outputs into C with f16 atomics once
+// the tile's C is zeroed (atomic_tail, staged_epilogue<true>); not deterministic.
 // Stream-K (kFlagStreamK, swap-AB mma.sync tiles, opt-in: Gemm::set_stream_k; Osama et al., "Stream-K:
 // Work-centric Parallel Decomposition for Dense Matrix Multiplication", PPoPP 2023): a 1-D grid of G
 // CTAs takes equal ranges of the launch's tiles x BK steps, so that every SM streams the same number
@@ -160,6 +163,21 @@ struct Gemm {
   static constexpr int kRegTailBatch = kQuads < 8 ? kQuads : 8;
   static constexpr int kRegTailBytes = kRegTailBatch * kAccThreads * 16;
   static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
+  // kFlagAtomicC (common.cuh) is honoured, with f16 C, no bias and no epilogue (C is then linear in
+  // each split's partial), by the swap-AB mma.sync tiles of warps of 8 rows (atomic_tail; in the 16-row
+  // tiles the same code made ptxas spill 36 bytes in the main loop) and the staged wgmma tiles.
+  template <class X, class Y>
+  struct Same {
+    static constexpr bool value = false;
+  };
+  template <class X>
+  struct Same<X, X> {
+    static constexpr bool value = true;
+  };
+  // The staged wgmma tiles add through the staged epilogue (16-byte vector atomics); the 8-row mma.sync
+  // tile from its registers (atomic_tail).
+  static constexpr bool kAtomicC = ((kSwapAB && !kWgmma && kTokTiles == 1) || kStaged) && Same<T, f16>::value &&
+                                   !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
@@ -328,12 +346,182 @@ struct Gemm {
     }
   }
 
+  // kFlagAtomicC: each output tile's lock word goes 0 (before the launch) -> 1 (a CTA claimed the
+  // zeroing of the tile's C) -> 2 (zeroed, released) -> 2 + 1, ... (splits done adding) -> 0 (reset by
+  // the last split). Split 0 claims the zeroing at its start (mma.sync tiles: its warp 0, zero_c_tile;
+  // staged tiles: its compute threads, zero_c_tile_cta; long before any split ends); a split that ends
+  // and finds the word still 0 claims it itself, so that no CTA waits for a CTA that may not be
+  // resident yet (a CTA waits only while a resident one zeroes).
+
+  // The rows < M and channels < N of this launch's tile in C, zeroed by the calling warp.
+  __device__ __forceinline__ static void zero_c_tile(const GemmParams& p, int m0, int n0, int lane) {
+    u16* c16 = static_cast<u16*>(p.c);
+    const int rows = min(Tl::BM, p.m - m0), cols = min(Tl::BN, p.n - n0);
+    for (int r = 0; r < rows; ++r) {
+      u16* row = c16 + static_cast<long long>(m0 + r) * p.ldc + n0;
+      for (int c = lane; c < cols; c += 32) row[c] = 0;
+    }
+  }
+
+  // The rows < M and channels < N of this launch's tile in C, zeroed by the compute threads in chunks of
+  // 8 channels as the staged epilogue writes them (16-byte stores where C allows, else 4-byte ones: N
+  // is a multiple of 64, C 4-byte aligned with an even ldc).
+  __device__ __forceinline__ static void zero_c_tile_cta(const GemmParams& p, int m0, int n0) {
+    constexpr int kChunks = Tl::BN / 8;
+    const int rows = min(Tl::BM, p.m - m0);
+    const bool vec16 = (p.ldc % 8) == 0 && (reinterpret_cast<unsigned long long>(p.c) & 15) == 0;
+    u32* c = static_cast<u32*>(p.c);
+    for (int it = threadIdx.x; it < rows * kChunks; it += kThreads) {
+      const int r = it / kChunks, col = (it % kChunks) * 8;
+      if (n0 + col >= p.n) continue;
+      const long long at = (static_cast<long long>(m0 + r) * p.ldc + n0 + col) >> 1;
+      if (vec16) {
+        *reinterpret_cast<uint4*>(c + at) = make_uint4(0u, 0u, 0u, 0u);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[at + q] = 0u;
+      }
+    }
+  }
+
+  // Split 0's claim at its start, staged (wgmma) tiles: the compute threads zero the tile if nobody
+  // has, then thread 0 releases it. (Two barriers of the compute threads while the first stages load.)
+  __device__ __forceinline__ static void claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
+    __shared__ int s_claim;
+    if (threadIdx.x == 0) s_claim = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
+    sync_compute();
+    if (!s_claim) return;
+    zero_c_tile_cta(p, m0, n0);
+    sync_compute();
+    if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+  }
+
+  // Split 0's claim at its start (warp 0; no waiting): zero the tile if nobody has, then release it.
+  __device__ __forceinline__ static void claim_zero_c(const GemmParams& p, int tile, int m0, int n0, int lane) {
+    int claimed = 0;
+    if (lane == 0) claimed = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
+    claimed = __shfl_sync(0xffffffffu, claimed, 0);
+    if (!claimed) return;
+    zero_c_tile(p, m0, n0, lane);
+    __syncwarp();  // the warp's stores before lane 0's release (bar.warp.sync orders memory)
+    if (lane == 0) st_release_gpu(p.locks + tile, 2);
+  }
+
+  // A staged tile's wait, at its tail, until its C is zeroed (claiming the zeroing if nobody has: the
+  // compute threads zero it and thread 0 releases it).
+  __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0) {
+    __shared__ int s_zero;  // 1: this CTA zeroes the tile; 2: it is zeroed
+    if (threadIdx.x == 0) {
+      int v = ld_acquire_gpu(p.locks + tile);
+      while (v < 2) {
+        if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;
+        if (v == 1) __nanosleep(64);
+        v = ld_acquire_gpu(p.locks + tile);
+      }
+      s_zero = v < 2 ? 1 : 2;
+    }
+    sync_compute();
+    if (s_zero == 1) {
+      zero_c_tile_cta(p, m0, n0);
+      sync_compute();
+      if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+    }
+  }
+
+  // The tail of a split with kFlagAtomicC (mma.sync tiles): once the tile's C is zeroed (claiming the zeroing if nobody
+  // has), every accumulating thread adds its outputs (finish_one: scale applied, f16) with f16 atomics;
+  // then the split counts itself done, and the last one resets the lock word.
+  __device__ __forceinline__ static void atomic_tail(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
+                                                     bool holds, int wm, int wn, int lane, int tile, int splits,
+                                                     int m0, int n0) {
+    __shared__ int s_state;  // 1: this CTA zeroes the tile; 2: it is zeroed
+    if (threadIdx.x == 0) {
+      int v = ld_acquire_gpu(p.locks + tile);
+      while (v < 2) {
+        if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;  // claimed: v stays 0
+        if (v == 1) __nanosleep(64);  // a resident CTA is zeroing the tile
+        v = ld_acquire_gpu(p.locks + tile);
+      }
+      s_state = v < 2 ? 1 : 2;
+    }
+    sync_compute();
+    if (s_state == 1) {
+      if (threadIdx.x < 32) zero_c_tile(p, m0, n0, lane);
+      sync_compute();
+      if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+    }
+    if (holds) {
+      u16* c16 = static_cast<u16*>(p.c);
+#pragma unroll
+      for (int i = 0; i < kAccN; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int row = m0 + wm * Tl::WM + swapped_row(i, j, lane);
+          const int col = n0 + wn * Tl::WN + swapped_col(i, j, lane);
+          if (row < p.m) red_add_f16(c16 + static_cast<long long>(row) * p.ldc + col, finish_one<Q>(acc[0][i][j], p, col));
+        }
+    }
+    if (threadIdx.x == 0) {
+      // Done: the last of the splits (the word went 2 -> 2 + splits) resets it for the next launch.
+      if (atomic_add_acq_rel_gpu(p.locks + tile, 1) == splits + 1) p.locks[tile] = 0;
+    }
+  }
+
+  // The split-K tail of the swap-AB mma.sync tiles, in the last split's CTA: every thread (not only the
+  // kAccThreads that hold accumulators) takes positions pos = threadIdx.x, + kThreads, ... of the
+  // partial tiles (float4 q of accumulating thread t at pos = q * kAccThreads + t), loads that float4
+  // of up to kWideBatch splits at once (one L2 round trip per batch; the accumulating threads alone
+  // keep one split's kQuads float4s in flight), sums them in split order (0 + p_0 + p_1 + ..., the sums
+  // of the register path bit for bit) and writes the position's four values of C.
+  static constexpr int kWideBatch = 8;
+  __device__ __forceinline__ static void wide_tail(const GemmParams& p, const float* ws_tile, long long split_stride,
+                                                   int splits, int m0, int n0) {
+    constexpr int kPositions = kQuads * kAccThreads;
+    constexpr int kPer = (kPositions + kThreads - 1) / kThreads;
+    u16* c16 = static_cast<u16*>(p.c);
+    const long long stride4 = split_stride / 4;
+#pragma unroll 1
+    for (int r = 0; r < kPer; ++r) {
+      const int pos = static_cast<int>(threadIdx.x) + r * kThreads;
+      const int t = pos % kAccThreads, q = pos / kAccThreads;
+      const int lane = t & 31, w = t >> 5;
+      const int wn = w % kWarpsN, wm = w / kWarpsN;
+      if ((kPositions % kThreads != 0 && pos >= kPositions) || n0 + wn * Tl::WN >= p.n) continue;
+      const float4* src = reinterpret_cast<const float4*>(ws_tile) + pos;
+      float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int b = 0; b < splits; b += kWideBatch) {
+        float4 v[kWideBatch];
+#pragma unroll
+        for (int i = 0; i < kWideBatch; ++i) {
+          // Unconditional (past the last split: the last split's float4 again), so that every load of
+          // the batch is issued before the first sum waits.
+          v[i] = __ldcg(src + min(b + i, splits - 1) * stride4);
+        }
+#pragma unroll
+        for (int i = 0; i < kWideBatch; ++i) {
+          if (b + i < splits) {
+            sum[0] += v[i].x; sum[1] += v[i].y; sum[2] += v[i].z; sum[3] += v[i].w;
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int row = m0 + wm * Tl::WM + swapped_row(q, j, lane);
+        const int col = n0 + wn * Tl::WN + swapped_col(q, j, lane);
+        if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(sum[j], p, col);
+      }
+    }
+  }
+
   // The staged epilogue (kStaged): `holds` = this thread's accumulators are part of the tile (kw == 0,
   // channels below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
   // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
+  // kRed (kFlagAtomicC, one split of `splits` of output tile `tile`): the outputs are added to C with
+  // f16 atomics once the tile's C is zeroed, and the split then counts itself done (atomic_tail).
+  template <bool kRed = false>
   __device__ __forceinline__ static void staged_epilogue(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
                                                          bool holds, int wm, int wn, int lane, int m0, int n0, int rank,
-                                                         int ranks) {
+                                                         int ranks, int tile = 0, int splits = 1) {
     extern __shared__ __align__(128) char smem[];
     sync_compute();  // the pipeline buffers (and the K-warp reduction's) are free
     if (holds) {
@@ -343,7 +531,9 @@ struct Gemm {
         for (int j = 0; j < 4; ++j)
           reinterpret_cast<float*>(smem)[(wm * Tl::WM + swapped_row(i, j, lane)) * kStageLd + wn * Tl::WN + swapped_col(i, j, lane)] = acc[0][i][j];
     }
-    if (ranks > 1) {
+    if constexpr (kRed) {
+      await_zeroed_c_cta(p, tile, m0, n0);  // (its barriers also order the shared tile's stores)
+    } else if (ranks > 1) {
       cluster_sync();
     } else {
       sync_compute();
@@ -388,14 +578,26 @@ struct Gemm {
 #pragma unroll
       for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, n0 + col + 2 * q);
       const long long at_c = (static_cast<long long>(m0 + r) * p.ldc + n0 + col) >> 1;
-      if (vec16) {
+      if constexpr (kRed) {
+        if (vec16) {
+          red_add_f16x8(c + at_c, out[0], out[1], out[2], out[3]);
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) red_add_f16x2(c + at_c + q, out[q]);
+        }
+      } else if (vec16) {
         *reinterpret_cast<uint4*>(c + at_c) = make_uint4(out[0], out[1], out[2], out[3]);
       } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) c[at_c + q] = out[q];
       }
     }
-    if (ranks > 1) cluster_sync();  // no CTA leaves while another may still read its shared tile
+    if constexpr (kRed) {
+      // Done: the last of the splits (the word went 2 -> 2 + splits) resets it for the next launch.
+      if (threadIdx.x == 0 && atomic_add_acq_rel_gpu(p.locks + tile, 1) == splits + 1) p.locks[tile] = 0;
+    } else if (ranks > 1) {
+      cluster_sync();  // no CTA leaves while another may still read its shared tile
+    }
   }
 
   // One piece of work of a CTA: BK steps [it_begin, it_end) of output tile `tile` (column tile tile_n,
@@ -514,7 +716,8 @@ struct Gemm {
     // arrived (its shared loads and its warp's wgmma reads of the stage are done), completing phase n.
     __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
     __shared__ __align__(8) u64 empty_bars[kTma ? Tl::STAGES : 1];
-    static_assert(Tl::STAGES * 16 + 4 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
+    // (+ s_last, and s_state, s_zero, s_claim of the atomic split-K.)
+    static_assert(Tl::STAGES * 16 + 16 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
     const u32 bars = smem_addr(stage_bars);
     const u32 empties = smem_addr(empty_bars);
     if (Loader::kBulk && seg.ring == 0) {
@@ -567,6 +770,18 @@ struct Gemm {
         const int r = (seg.ring + s) % Tl::STAGES;
         if (s < iters) loader.load(sbase + r * L::kStageBytes, bars + 8 * r, p);
         cp_async_commit();
+      }
+    }
+
+    if constexpr (kAtomicC) {
+      // (After griddepcontrol.wait: the previous kernel may still read this C.)
+      if ((p.flags & (kFlagAtomicC | kFlagAtomicNoStartClaim | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC &&
+          seg.split == 0 && seg.splits > 1) {
+        if constexpr (kStaged) {
+          claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
+        } else if (warp == 0) {
+          claim_zero_c(p, seg.tile, m0, n0, lane);
+        }
       }
     }
 
@@ -789,6 +1004,16 @@ struct Gemm {
     // kBulkTail through shared memory by bulk copies (bulk_tail), else by its own 16-byte loads in
     // batches of up to 8 per thread (a batch costs about one L2 round trip). Then it writes C: through
     // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
+    if constexpr (kAtomicC) {
+      if (seg.splits > 1 && (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC) {
+        if constexpr (kStaged) {
+          staged_epilogue<true>(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1, seg.tile, seg.splits);
+        } else {
+          atomic_tail(p, acc, kw == 0 && n_valid, wm, wn, lane, seg.tile, seg.splits, m0, n0);
+        }
+        return;
+      }
+    }
     if (seg.splits > 1) {
       __shared__ int s_last;
       constexpr int kTileFloats = Tl::BM * Tl::BN;
@@ -825,6 +1050,9 @@ struct Gemm {
           staged_epilogue(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1);
           return;
         }
+      } else if constexpr (kSwapAB && !kWgmma && kTokTiles == 1) {
+        wide_tail(p, ws_tile, split_stride, seg.splits, m0, n0);
+        return;
       } else {
         if (kw != 0 || !n_valid) return;
         zero_acc(acc);

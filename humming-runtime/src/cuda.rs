@@ -133,6 +133,10 @@ pub struct Gemm<A: Element, C: Element> {
     pdl_early: std::sync::atomic::AtomicU8,
     /// [`Gemm::set_cluster_split_k`].
     cluster_split_k: std::sync::atomic::AtomicBool,
+    /// [`Gemm::set_deterministic`].
+    deterministic: std::sync::atomic::AtomicBool,
+    /// [`Gemm::set_atomic_start_claim`].
+    atomic_start_claim: std::sync::atomic::AtomicBool,
     workspace: std::sync::Mutex<Workspace>,
     _types: PhantomData<fn(A) -> C>,
 }
@@ -345,6 +349,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
             pdl_early: std::sync::atomic::AtomicU8::new(0),
             cluster_split_k: std::sync::atomic::AtomicBool::new(true),
+            deterministic: std::sync::atomic::AtomicBool::new(true),
+            atomic_start_claim: std::sync::atomic::AtomicBool::new(true),
             workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
         })
@@ -403,6 +409,61 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// results are bit-identical.
     pub fn set_cluster_split_k(&self, on: bool) {
         self.cluster_split_k
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Keeps every launch deterministic (the default) or not. With it off, a launch that splits K on
+    /// an `mma.sync` tile of warps of 8 rows (the default tile for M <= 8) or on a `wgmma` tile with
+    /// the staged epilogue (`codegen::atomic_split_k`), for a kernel with f16 C, no bias and no
+    /// epilogue, and is neither stream-K nor a cluster launch, adds each split's partial into C with
+    /// f16 atomics (PTX `red.add.noftz.f16`, 16-byte `red.add.noftz.v4.f16x2` from the staged tiles;
+    /// vLLM's Marlin kernels do the same with `use_atomic_add`, humming-kernels in its stream-K
+    /// beyond three slices): no split waits for the others, and none reloads their partials. The
+    /// price: the order of the additions, and so the last bits of C, may change from launch to
+    /// launch; each split adds two f16 roundings to an output (its partial's, and the addition's:
+    /// relative error within about 2 x splits x 2^-11 of the largest partial), and a partial beyond
+    /// the f16 range becomes infinite even where the sum would not be. Off also gives up batch
+    /// invariance.
+    pub fn set_deterministic(&self, on: bool) {
+        self.deterministic
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether launches are kept deterministic ([`Gemm::set_deterministic`]).
+    pub fn deterministic(&self) -> bool {
+        self.deterministic
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a launch of `m` rows on `[n, k]` weights adds its K splits into C with f16 atomics
+    /// ([`Gemm::set_deterministic`]).
+    pub fn uses_atomic_c(&self, m: usize, n: usize, k: usize) -> bool {
+        let lt = &self.tiles[self.select_index(m, n, k)];
+        let (stream_k, splits) = self.launch_splits(lt, m, n, k);
+        let cluster =
+            stream_k.is_none() && self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n));
+        self.atomic_c(lt, splits, stream_k.is_some(), cluster)
+    }
+
+    /// Whether a launch of `t` with `splits` K splits adds them into C with atomics
+    /// ([`Gemm::set_deterministic`]).
+    fn atomic_c(&self, t: &LoadedTile, splits: usize, stream_k: bool, cluster: bool) -> bool {
+        !self
+            .deterministic
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && splits > 1
+            && !stream_k
+            && !cluster
+            && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile)
+    }
+
+    /// Testing aid: with `false`, split 0 of an atomic split-K launch ([`Gemm::set_deterministic`])
+    /// does not claim the zeroing of its tile's C at its start, so the first split to end claims it
+    /// and the others wait for it: the path a launch takes when split 0's CTA starts late. Default
+    /// `true`.
+    #[doc(hidden)]
+    pub fn set_atomic_start_claim(&self, on: bool) {
+        self.atomic_start_claim
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -827,6 +888,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let (stream_k, splits) = self.launch_splits(t, m, n, k);
         let cluster =
             stream_k.is_none() && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
+        let atomic_c = self.atomic_c(t, splits, stream_k.is_some(), cluster);
         let (ws_ptr, locks_ptr) = if cluster {
             (0, 0)
         } else {
@@ -875,7 +937,14 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 splits: splits as i32,
                 flags: i32::from(early)
                     | (i32::from(cluster) << 1)
-                    | (i32::from(stream_k.is_some()) << 2),
+                    | (i32::from(stream_k.is_some()) << 2)
+                    | (i32::from(atomic_c) << 3)
+                    | (i32::from(
+                        atomic_c
+                            && !self
+                                .atomic_start_claim
+                                .load(std::sync::atomic::Ordering::Relaxed),
+                    ) << 4),
             };
             // (Stream-K launches have one chunk of rows: `stream_k_for`.)
             let grid_dim = match stream_k {

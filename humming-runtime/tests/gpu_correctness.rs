@@ -145,7 +145,43 @@ fn run_case<T: Element>(
     rng: &mut Rng,
     label: &str,
 ) -> (f64, Vec<u16>) {
+    run_case_opts(
+        stream,
+        gemm,
+        w,
+        w_ref,
+        dw,
+        m,
+        rng,
+        label,
+        CaseOpts::default(),
+    )
+}
+
+/// How [`run_case_opts`] places C and checks it.
+#[derive(Clone, Copy, Default)]
+struct CaseOpts {
+    /// Elements between a 16-byte boundary and the start of C (even: C stays 4-byte aligned).
+    c_offset: usize,
+    /// Every row against the reference, not a sample of them (`checked_rows`).
+    all_rows: bool,
+}
+
+/// [`run_case`] with C placed and checked as `opts` says.
+#[allow(clippy::too_many_arguments)]
+fn run_case_opts<T: Element>(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    gemm: &Gemm<T, T>,
+    w: &QuantizedWeights,
+    w_ref: &[f64],
+    dw: &cuda::DeviceWeights,
+    m: usize,
+    rng: &mut Rng,
+    label: &str,
+    opts: CaseOpts,
+) -> (f64, Vec<u16>) {
     let (n, k) = (w.n(), w.k());
+    let guard = GUARD + opts.c_offset;
     let a_host: Vec<T> = (0..m * k).map(|_| T::from_f32(rng.uniform())).collect();
     let bias_host: Option<Vec<T>> = w
         .spec()
@@ -157,10 +193,10 @@ fn run_case<T: Element>(
         .map(|b| stream.clone_htod(b).expect("upload bias"));
     let mut outs: Vec<Vec<u16>> = Vec::new();
     for _run in 0..2 {
-        let poisoned = vec![T::from_bits(POISON); m * n + 2 * GUARD];
+        let poisoned = vec![T::from_bits(POISON); m * n + 2 * guard];
         let mut c = stream.clone_htod(&poisoned).expect("upload C");
         {
-            let mut view = c.slice_mut(GUARD..GUARD + m * n);
+            let mut view = c.slice_mut(guard..guard + m * n);
             gemm.run(&a, m, dw, bias.as_ref(), &mut view)
                 .unwrap_or_else(|e| panic!("{label}: launch: {e}"));
         }
@@ -170,31 +206,41 @@ fn run_case<T: Element>(
         let host: Vec<T> = stream.clone_dtoh(&c).expect("download C");
         let bits: Vec<u16> = host.iter().map(|v| v.to_bits()).collect();
         assert!(
-            bits[..GUARD].iter().all(|&b| b == POISON),
+            bits[..guard].iter().all(|&b| b == POISON),
             "{label}: guard before C was overwritten"
         );
         assert!(
-            bits[GUARD + m * n..].iter().all(|&b| b == POISON),
+            bits[guard + m * n..].iter().all(|&b| b == POISON),
             "{label}: guard after C was overwritten"
         );
-        outs.push(bits[GUARD..GUARD + m * n].to_vec());
+        outs.push(bits[guard..guard + m * n].to_vec());
     }
+    // Bit for bit, unless the launches add their K splits with atomics (in an order that may change);
+    // then each launch is checked on its own below.
+    let atomic = gemm.uses_atomic_c(m, n, k);
     assert!(
-        outs[0] == outs[1],
+        outs[0] == outs[1] || atomic,
         "{label}: two launches gave different results"
     );
-    let out = &outs[0];
-    for (i, &b) in out.iter().enumerate() {
-        let v = T::from_bits(b).to_f64();
-        assert!(
-            v.is_finite(),
-            "{label}: C[{}, {}] = {v} (not written or not finite)",
-            i / n,
-            i % n
-        );
+    let checked = if atomic { 2 } else { 1 };
+    for (run, out) in outs.iter().take(checked).enumerate() {
+        for (i, &b) in out.iter().enumerate() {
+            let v = T::from_bits(b).to_f64();
+            assert!(
+                v.is_finite(),
+                "{label}: launch {run}: C[{}, {}] = {v} (not written or not finite)",
+                i / n,
+                i % n
+            );
+        }
     }
-    let (mut num, mut den) = (0f64, 0f64);
-    for row in checked_rows(rng, m) {
+    let (mut num, mut den) = ([0f64; 2], 0f64);
+    let rows = if opts.all_rows {
+        (0..m).collect()
+    } else {
+        checked_rows(rng, m)
+    };
+    for row in rows {
         let a_row: Vec<f64> = a_host[row * k..(row + 1) * k]
             .iter()
             .map(|v| v.to_f64())
@@ -218,13 +264,16 @@ fn run_case<T: Element>(
             if let Some(b) = &bias_host {
                 want += b[col].to_f64();
             }
-            let got = T::from_bits(out[row * n + col]).to_f64();
-            num += (got - want) * (got - want);
+            for (run, out) in outs.iter().take(checked).enumerate() {
+                let got = T::from_bits(out[row * n + col]).to_f64();
+                num[run] += (got - want) * (got - want);
+            }
             den += want * want;
         }
     }
+    let worst = num[0].max(num[1]);
     (
-        (num / den.max(f64::MIN_POSITIVE)).sqrt(),
+        (worst / den.max(f64::MIN_POSITIVE)).sqrt(),
         outs.swap_remove(0),
     )
 }
@@ -631,12 +680,175 @@ fn gpu_stream_k() {
     println!("{name}: {cases} stream-K cases passed, worst relative error {worst:.3e}");
 }
 
+/// Split-K by f16 atomic additions into C (`Gemm::set_deterministic(false)`): the default 8-row tile
+/// with 2, 3, 5 and 8 splits, M = 1, 5, 8 and 13 (two row tiles), N = 576 (the last tile half past
+/// N), K = 2304 and 4096; group scales with and without integer zero points, channel scales, a 3-bit
+/// float-offset format, and a kernel with a bias (which keeps the workspace path). Each case launched
+/// twice on poisoned C, both launches against the f64 reference (the second finds the tiles' lock
+/// words reset by the first, else its C would keep the poison); again with the zeroing claimed by the
+/// first split to end (`set_atomic_start_claim(false)`); then deterministic. On sm_90a also three
+/// staged wgmma tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at M = 200:
+/// two row tiles, the second partial), whose splits add from the staged epilogue with 16-byte vector
+/// atomics, with cluster sums off.
+#[test]
+fn gpu_atomic_split_k() {
+    let name = "gpu_atomic_split_k";
+    let Some(stream) = gpu_or_skip(name) else {
+        return;
+    };
+    let mut rng = Rng::new(seed() ^ 0xA701_C0DE);
+    let (mut cases, mut worst) = (0, 0f64);
+    let formats = [
+        (4, Zp::Symmetric, 128, false, true),
+        (4, Zp::Integer, 128, false, true),
+        (4, Zp::Symmetric, 0, false, true),
+        (3, Zp::Float, 64, false, true),
+        (4, Zp::Integer, 128, true, false),
+    ];
+    let (splits_list, ms): (&[usize], &[usize]) = if quick() {
+        (&[3, 8], &[1, 13])
+    } else {
+        (&[2, 3, 5, 8], &[1, 5, 8, 13])
+    };
+    let extra =
+        ", tiles: [tile(block = (8, 128, 256), warp = (8, 64, 64), stages = 3, ctas_per_sm = 2)]";
+    for &(bits, zp, g, bias, atomic) in &formats {
+        let sp = spec_for("f16", bits, zp, g, bias, extra);
+        let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c", sp).expect("compile");
+        for &k in &[2304usize, 4096] {
+            let n = 576;
+            let wf = random_weights(&mut rng, n, k);
+            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
+            let w_ref = w.dequantize();
+            let dw = gemm.upload(&w).expect("upload weights");
+            for &m in ms {
+                for &splits in splits_list {
+                    gemm.set_splits(Some(splits));
+                    gemm.set_deterministic(false);
+                    assert_eq!(
+                        gemm.uses_atomic_c(m, n, k),
+                        atomic,
+                        "w{bits} {zp:?} g{g} bias {bias} M={m} K={k} splits={splits}"
+                    );
+                    let label = format!(
+                        "w{bits} {zp:?} g{g} bias {bias} M={m} K={k} splits={splits} atomic"
+                    );
+                    let mut r = rng.clone();
+                    let (e, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                    assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
+                    // The zeroing claimed by the first split to end instead of by split 0 at its start.
+                    gemm.set_atomic_start_claim(false);
+                    let mut r = rng.clone();
+                    let (e_late, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                    gemm.set_atomic_start_claim(true);
+                    assert!(
+                        e_late <= 1e-2,
+                        "{label} (no start claim): relative error {e_late:.3e}"
+                    );
+                    gemm.set_deterministic(true);
+                    assert!(!gemm.uses_atomic_c(m, n, k));
+                    let (e_det, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
+                    assert!(
+                        e_det <= 1e-2,
+                        "{label} (deterministic): relative error {e_det:.3e}"
+                    );
+                    worst = worst.max(e);
+                    cases += 1;
+                }
+            }
+            gemm.set_splits(None);
+        }
+    }
+    // Staged wgmma tiles (sm_90a): the 16-byte vector atomics of the staged epilogue, cluster sums off.
+    if stream.context().compute_capability().ok() == Some((9, 0)) {
+        for (tile, m) in [
+            (
+                "(32, 256, 128), warp = (32, 64, 64), stages = 4, mma = wgmma",
+                29,
+            ),
+            (
+                "(128, 128, 128), warp = (128, 32, 64), stages = 4, mma = wgmma",
+                128,
+            ),
+            (
+                "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma",
+                200,
+            ),
+            // Two CTAs per SM: no producer warpgroup (CTA barriers, thread 0 refills the stages).
+            (
+                "(128, 128, 64), warp = (128, 32, 64), stages = 4, mma = wgmma, ctas_per_sm = 2",
+                200,
+            ),
+        ] {
+            let extra = format!(", arch: [sm_90a], tiles: [tile(block = {tile})]");
+            let sp = spec_for("f16", 4, Zp::Integer, 128, false, &extra);
+            let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma", sp).expect("compile");
+            gemm.set_cluster_split_k(false);
+            let (n, k) = (576, 4096);
+            let wf = random_weights(&mut rng, n, k);
+            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
+            let w_ref = w.dequantize();
+            let dw = gemm.upload(&w).expect("upload weights");
+            for &splits in splits_list {
+                gemm.set_splits(Some(splits));
+                gemm.set_deterministic(false);
+                assert!(gemm.uses_atomic_c(m, n, k), "{tile} M={m} splits={splits}");
+                let label = format!("{tile} M={m} K={k} splits={splits} atomic");
+                let every = CaseOpts {
+                    all_rows: true,
+                    ..CaseOpts::default()
+                };
+                let run = |opts: CaseOpts, label: &str| {
+                    let mut r = rng.clone(); // the same A in every run of the case
+                    run_case_opts(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, label, opts)
+                };
+                let (e, bits) = run(every, &label);
+                assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
+                // C 4 bytes past a 16-byte boundary: the f16x2 atomics instead of the 16-byte ones.
+                let odd = CaseOpts {
+                    c_offset: 2,
+                    ..every
+                };
+                let (e_odd, _) = run(odd, &label);
+                assert!(
+                    e_odd <= 1e-2,
+                    "{label} (C at +4 bytes): relative error {e_odd:.3e}"
+                );
+                gemm.set_atomic_start_claim(false);
+                let (e_late, _) = run(every, &label);
+                gemm.set_atomic_start_claim(true);
+                assert!(
+                    e_late <= 1e-2,
+                    "{label} (no start claim): relative error {e_late:.3e}"
+                );
+                gemm.set_deterministic(true);
+                let (e_det, bits_det) = run(every, &label);
+                assert!(
+                    e_det <= 1e-2,
+                    "{label} (deterministic): relative error {e_det:.3e}"
+                );
+                // The atomic launch really added in f16 (two roundings per split): among thousands
+                // of outputs some differ from the f32 sums of the workspace path.
+                assert_ne!(
+                    bits, bits_det,
+                    "{label}: the atomic launch gave the workspace path's bits"
+                );
+                let _ = rng.below(2); // fresh inputs for the next case
+                worst = worst.max(e);
+                cases += 1;
+            }
+        }
+    }
+    println!("{name}: {cases} cases passed, worst relative error {worst:.3e}");
+}
+
 /// Back-to-back launches that depend on each other, with no synchronization between them: a chain of
 /// eight GEMMs x_{i+1} = x_i * W_i^T on one `Gemm` (so consecutive launches share its split-K
 /// workspace and tickets), with programmatic dependent launch on (the default on compute capability
 /// 9.0+: each kernel starts streaming its weights before the previous one ends and must wait for it
 /// before reading A or touching the workspace), on with every kernel letting the next one start at its
-/// own start (`set_early_dependent_trigger(Some(true))`), and off. Every link is checked against the f64
+/// own start (`set_early_dependent_trigger(Some(true))`), on with the early start and atomic split-K
+/// (`set_deterministic(false)`), and off. Every link is checked against the f64
 /// reference computed from the previous link's output as the GPU wrote it; all buffers start poisoned.
 #[test]
 fn gpu_dependent_launches() {
@@ -655,9 +867,18 @@ fn gpu_dependent_launches() {
         })
         .collect();
     let dws: Vec<_> = ws.iter().map(|w| gemm.upload(w).expect("upload")).collect();
-    for (pdl, early) in [(true, None), (true, Some(true)), (false, None)] {
+    // The last pass adds the K splits of its M = 1 links with atomics (`set_deterministic(false)`).
+    for (pdl, early, deterministic) in [
+        (true, None, true),
+        (true, Some(true), true),
+        (false, None, true),
+        (true, Some(true), false),
+    ] {
         gemm.set_programmatic_launch(pdl);
         gemm.set_early_dependent_trigger(early);
+        gemm.set_deterministic(deterministic);
+        // (In the atomic pass, M = 100 sums its splits with atomics too instead of in a cluster.)
+        gemm.set_cluster_split_k(deterministic);
         for (m, splits) in [(1, Some(4)), (16, None), (100, Some(2)), (1, Some(1))] {
             gemm.set_splits(splits);
             gemm.reserve(m, n, n).expect("reserve");

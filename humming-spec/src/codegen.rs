@@ -177,8 +177,8 @@ pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
 pub const WGMMA_STAGE_ALIGN: u32 = 1024;
 
 /// Static shared memory of every kernel, in bytes, on top of [`smem_bytes`]: the split-K flag and one
-/// 8-byte mbarrier per stage, two per stage for `wgmma` tiles (at most 6 stages: 100 bytes; the CUDA
-/// side asserts the bound). A CTA's static plus dynamic shared memory must
+/// 8-byte mbarrier per stage, two per stage for `wgmma` tiles, and the atomic split-K's flags (at most
+/// 6 stages: 112 bytes; the CUDA side asserts the bound). A CTA's static plus dynamic shared memory must
 /// stay within the GPU's per-block limit (227 KiB on the H100/H200).
 pub const STATIC_SMEM_BYTES: u32 = 128;
 
@@ -275,6 +275,18 @@ pub const MAX_CLUSTER_SPLITS: u32 = 8;
 /// `GemmParams` flag `kFlagClusterSplitK` with the cluster launch attribute).
 pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
     t.mma == Mma::Wgmma && t.block_m as u32 * (t.block_n as u32 + 4) * 4 <= smem_bytes(spec, t)
+}
+
+/// Whether a tile's kernel can add its K splits into C with f16 atomics (the CUDA side's
+/// `Gemm::kAtomicC`, honoured when the runtime sets the `GemmParams` flag `kFlagAtomicC`): `mma.sync`
+/// warps of 8 rows (swap AB, one n8 tile of rows; in the 16-row tiles the same code made ptxas
+/// spill) or a tile with the [`staged_epilogue`] (16-byte vector atomics from shared memory), in a
+/// kernel with f16 C, no bias and no epilogue, so that C is linear in each split's partial.
+pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
+    ((t.mma == Mma::Sync && t.warp_m == 8) || staged_epilogue(spec, t))
+        && spec.c == DType::F16
+        && !spec.bias
+        && spec.epilogue == Epilogue::None
 }
 
 fn cuda_dtype(d: DType) -> &'static str {
@@ -435,6 +447,11 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             s,
             "static_assert(humming::Gemm<Quant, {tile}>::kStaged == {}, \"staged epilogue disagrees with the Rust model\");",
             staged_epilogue(spec, t)
+        );
+        let _ = writeln!(
+            s,
+            "static_assert(humming::Gemm<Quant, {tile}>::kAtomicC == {}, \"atomic split-K disagrees with the Rust model\");",
+            atomic_split_k(spec, t)
         );
         // The runtime launches t.threads(); a kernel expecting another count would hang on its
         // mbarriers or in setmaxnreg.

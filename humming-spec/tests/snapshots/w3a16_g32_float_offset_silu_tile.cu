@@ -18,6 +18,7 @@ using Quant = humming::QuantConfig<
 // tile 0: b32x128x64w32x64x64s3, 64 threads, 24576 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 64, 32, 64, 64, 3, false, 0>>::kSmemBytes == 24576u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 64, 32, 64, 64, 3, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 64, 32, 64, 64, 3, false, 0>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 64, 32, 64, 64, 3, false, 0>>::kLaunchThreads == 64 && humming::Tile<32, 128, 64, 32, 64, 64, 3, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(64, 6)
 humming_4d5d7c53a3cf3401e030a856b74c8e0e_t0(const __grid_constant__ humming::GemmParams params) {

@@ -18,6 +18,7 @@ using Quant = humming::QuantConfig<
 // tile 0: b8x128x256w8x64x64s3, 256 threads, 110592 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::kSmemBytes == 110592u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>>::kLaunchThreads == 256 && humming::Tile<8, 128, 256, 8, 64, 64, 3, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 2)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t0(const __grid_constant__ humming::GemmParams params) {
@@ -27,6 +28,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t0(const __grid_constant__ humming::Gem
 // tile 1: b16x128x256w16x64x64s3, 256 threads, 122880 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kSmemBytes == 122880u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>>::kLaunchThreads == 256 && humming::Tile<16, 128, 256, 16, 64, 64, 3, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 1)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t1(const __grid_constant__ humming::GemmParams params) {
@@ -36,6 +38,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t1(const __grid_constant__ humming::Gem
 // tile 2: b32x128x128w32x64x64s4, 128 threads, 98304 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::kSmemBytes == 98304u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>>::kLaunchThreads == 128 && humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(128, 2)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t2(const __grid_constant__ humming::GemmParams params) {
@@ -45,6 +48,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t2(const __grid_constant__ humming::Gem
 // tile 3: b64x128x128w32x64x64s4, 256 threads, 131072 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::kSmemBytes == 131072u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::kStaged == false, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>>::kLaunchThreads == 256 && humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 1)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t3(const __grid_constant__ humming::GemmParams params) {
@@ -54,6 +58,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t3(const __grid_constant__ humming::Gem
 // tile 4: b32x256x128w32x64x64s4wgmma, 384 threads, 164864 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::kSmemBytes == 164864u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<32, 256, 128, 32, 64, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t4(const __grid_constant__ humming::GemmParams params) {
@@ -72,6 +77,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t5(const __grid_constant__ humming::Gem
 // tile 6: b64x128x128w64x32x64s4wgmma, 384 threads, 132096 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kSmemBytes == 132096u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t6(const __grid_constant__ humming::GemmParams params) {
@@ -81,6 +87,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t6(const __grid_constant__ humming::Gem
 // tile 7: b64x256x128w64x64x64s4wgmma, 384 threads, 197632 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kSmemBytes == 197632u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<64, 256, 128, 64, 64, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t7(const __grid_constant__ humming::GemmParams params) {
@@ -90,6 +97,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t7(const __grid_constant__ humming::Gem
 // tile 8: b128x128x128w128x32x64s4wgmma, 384 threads, 197632 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kSmemBytes == 197632u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<128, 128, 128, 128, 32, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t8(const __grid_constant__ humming::GemmParams params) {
@@ -99,6 +107,7 @@ humming_3bc516943a570ffcff6a6a60984f3bdc_t8(const __grid_constant__ humming::Gem
 // tile 9: b128x128x64w128x32x64s4wgmma, 256 threads, 99328 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kSmemBytes == 99328u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::kLaunchThreads == 256 && humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(256, 2)
 humming_3bc516943a570ffcff6a6a60984f3bdc_t9(const __grid_constant__ humming::GemmParams params) {
