@@ -55,9 +55,10 @@ struct Args {
     /// `auto` (the runtime's rule), `early` (kernel start) or `late` (after the main loop).
     #[arg(long, default_value = "auto")]
     pdl_trigger: String,
-    /// Add the K splits into C with f16 atomics where the runtime can (`Gemm::set_deterministic(false)`).
+    /// Sum the K splits in split order everywhere, not with f16 atomics into C where the runtime
+    /// would (`Gemm::set_deterministic(true)`).
     #[arg(long)]
-    nondeterministic: bool,
+    deterministic: bool,
     /// Stream-K settings to time, comma separated (`Gemm::set_stream_k`): `off` (the default) or a
     /// number of CTAs.
     #[arg(long, default_value = "off")]
@@ -174,8 +175,8 @@ fn main() -> Res<()> {
             if args.no_pdl {
                 gemm.set_programmatic_launch(false);
             }
-            if args.nondeterministic {
-                gemm.set_deterministic(false);
+            if args.deterministic {
+                gemm.set_deterministic(true);
             }
             if args.no_cluster {
                 gemm.set_cluster_split_k(false);

@@ -4,7 +4,7 @@
 # build alike) and prints, per case, each build's median over the rounds and its ratio to the first.
 #   bash scripts/tune-ab.sh [--rounds N] <build> [<build> ...] -- <tune arguments>
 #   e.g. bash scripts/tune-ab.sh .gpu/tune .gpu/tune_wide -- --ms 1,8 --tiles 8,128,256,3
-# A build may carry arguments of its own after '@' (commas for spaces): .gpu/tune_x@--nondeterministic,
+# A build may carry arguments of its own after '@' (commas for spaces): .gpu/tune_x@--deterministic,
 # .gpu/tune@--splits,8 (the same binary under several settings).
 # Raw output of every run in $OUT/tune-ab/ (or ./tune-ab-out/); the table also in table.txt there.
 set -uo pipefail

@@ -70,10 +70,9 @@ constexpr int kFlagClusterSplitK = 2;
 // launch's tiles x BK steps into G equal ranges (gemm.cuh, Gemm::run); the CTAs sharing a tile are its
 // K splits, summed through the workspace.
 constexpr int kFlagStreamK = 4;
-// Split-K by f16 atomic additions into C (8-row swap-AB mma.sync tiles and staged wgmma tiles, f16 C, no
-// bias or epilogue; not with stream-K or a cluster): gemm.cuh, Gemm::atomic_tail and
-// Gemm::staged_epilogue<true>. Not deterministic: the order of the additions varies from launch to
-// launch.
+// Split-K by f16 atomic additions into C (staged wgmma tiles, f16 C, no bias or epilogue; not with
+// stream-K or a cluster): gemm.cuh, Gemm::staged_epilogue<true>. Not deterministic: the order of the
+// additions varies from launch to launch.
 constexpr int kFlagAtomicC = 8;
 // Testing aid with kFlagAtomicC: split 0 does not claim the zeroing of C at its start (the first split
 // to end claims it; Gemm::set_atomic_start_claim).
@@ -305,11 +304,6 @@ __device__ __forceinline__ int atomic_cas_acq_rel_gpu(int* addr, int expected, i
                : "l"(addr), "r"(expected), "r"(desired)
                : "memory");
   return old;
-}
-
-// Adds an f16 value (bits) to an f16 in global memory, without a result (PTX red.add.noftz.f16, sm_70+).
-__device__ __forceinline__ void red_add_f16(void* addr, u16 v) {
-  asm volatile("red.global.add.noftz.f16 [%0], %1;\n" ::"l"(addr), "h"(v) : "memory");
 }
 
 // Adds 8 f16 values (four f16x2, 16-byte aligned address) to global memory, without a result (PTX

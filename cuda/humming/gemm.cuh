@@ -37,9 +37,9 @@
 // of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
 // atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
 // arrival order), runs the epilogue and resets the tile's ticket to zero for the next launch.
-// Atomic split-K (kFlagAtomicC, opt-in: Gemm::set_deterministic(false); 8-row mma.sync warps or staged
-// wgmma tiles, f16 C, no bias or epilogue): each split adds its outputs into C with f16 atomics once
-// the tile's C is zeroed (atomic_tail, staged_epilogue<true>); not deterministic.
+// Atomic split-K (kFlagAtomicC, the default unless Gemm::set_deterministic(true); staged wgmma tiles,
+// f16 C, no bias or epilogue): each split adds its outputs into C with 16-byte f16 atomics once the
+// tile's C is zeroed (staged_epilogue<true>); not deterministic.
 // Stream-K (kFlagStreamK, swap-AB mma.sync tiles, opt-in: Gemm::set_stream_k; Osama et al., "Stream-K:
 // Work-centric Parallel Decomposition for Dense Matrix Multiplication", PPoPP 2023): a 1-D grid of G
 // CTAs takes equal ranges of the launch's tiles x BK steps, so that every SM streams the same number
@@ -164,8 +164,10 @@ struct Gemm {
   static constexpr int kRegTailBytes = kRegTailBatch * kAccThreads * 16;
   static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
   // kFlagAtomicC (common.cuh) is honoured, with f16 C, no bias and no epilogue (C is then linear in
-  // each split's partial), by the swap-AB mma.sync tiles of warps of 8 rows (atomic_tail; in the 16-row
-  // tiles the same code made ptxas spill 36 bytes in the main loop) and the staged wgmma tiles.
+  // each split's partial), by the staged wgmma tiles: the staged epilogue adds the tile with 16-byte
+  // vector atomics. (Not by the mma.sync tiles: the 8-row tile's register atomics lost to its
+  // deterministic tail on the H200, 4096 x 4096 M = 1 7.4 against 5.7 us; in the 16-row tiles the
+  // same code made ptxas spill in the main loop.)
   template <class X, class Y>
   struct Same {
     static constexpr bool value = false;
@@ -174,10 +176,8 @@ struct Gemm {
   struct Same<X, X> {
     static constexpr bool value = true;
   };
-  // The staged wgmma tiles add through the staged epilogue (16-byte vector atomics); the 8-row mma.sync
-  // tile from its registers (atomic_tail).
-  static constexpr bool kAtomicC = ((kSwapAB && !kWgmma && kTokTiles == 1) || kStaged) && Same<T, f16>::value &&
-                                   !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
+  static constexpr bool kAtomicC =
+      kStaged && Same<T, f16>::value && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
@@ -348,20 +348,9 @@ struct Gemm {
 
   // kFlagAtomicC: each output tile's lock word goes 0 (before the launch) -> 1 (a CTA claimed the
   // zeroing of the tile's C) -> 2 (zeroed, released) -> 2 + 1, ... (splits done adding) -> 0 (reset by
-  // the last split). Split 0 claims the zeroing at its start (mma.sync tiles: its warp 0, zero_c_tile;
-  // staged tiles: its compute threads, zero_c_tile_cta; long before any split ends); a split that ends
-  // and finds the word still 0 claims it itself, so that no CTA waits for a CTA that may not be
-  // resident yet (a CTA waits only while a resident one zeroes).
-
-  // The rows < M and channels < N of this launch's tile in C, zeroed by the calling warp.
-  __device__ __forceinline__ static void zero_c_tile(const GemmParams& p, int m0, int n0, int lane) {
-    u16* c16 = static_cast<u16*>(p.c);
-    const int rows = min(Tl::BM, p.m - m0), cols = min(Tl::BN, p.n - n0);
-    for (int r = 0; r < rows; ++r) {
-      u16* row = c16 + static_cast<long long>(m0 + r) * p.ldc + n0;
-      for (int c = lane; c < cols; c += 32) row[c] = 0;
-    }
-  }
+  // the last split). Split 0 claims the zeroing at its start (its compute threads, zero_c_tile_cta; long
+  // before any split ends); a split that ends and finds the word still 0 claims it itself, so that no
+  // CTA waits for a CTA that may not be resident yet (a CTA waits only while a resident one zeroes).
 
   // The rows < M and channels < N of this launch's tile in C, zeroed by the compute threads in chunks of
   // 8 channels as the staged epilogue writes them (16-byte stores where C allows, else 4-byte ones: N
@@ -396,17 +385,6 @@ struct Gemm {
     if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
   }
 
-  // Split 0's claim at its start (warp 0; no waiting): zero the tile if nobody has, then release it.
-  __device__ __forceinline__ static void claim_zero_c(const GemmParams& p, int tile, int m0, int n0, int lane) {
-    int claimed = 0;
-    if (lane == 0) claimed = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
-    claimed = __shfl_sync(0xffffffffu, claimed, 0);
-    if (!claimed) return;
-    zero_c_tile(p, m0, n0, lane);
-    __syncwarp();  // the warp's stores before lane 0's release (bar.warp.sync orders memory)
-    if (lane == 0) st_release_gpu(p.locks + tile, 2);
-  }
-
   // A staged tile's wait, at its tail, until its C is zeroed (claiming the zeroing if nobody has: the
   // compute threads zero it and thread 0 releases it).
   __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0) {
@@ -425,45 +403,6 @@ struct Gemm {
       zero_c_tile_cta(p, m0, n0);
       sync_compute();
       if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
-    }
-  }
-
-  // The tail of a split with kFlagAtomicC (mma.sync tiles): once the tile's C is zeroed (claiming the zeroing if nobody
-  // has), every accumulating thread adds its outputs (finish_one: scale applied, f16) with f16 atomics;
-  // then the split counts itself done, and the last one resets the lock word.
-  __device__ __forceinline__ static void atomic_tail(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
-                                                     bool holds, int wm, int wn, int lane, int tile, int splits,
-                                                     int m0, int n0) {
-    __shared__ int s_state;  // 1: this CTA zeroes the tile; 2: it is zeroed
-    if (threadIdx.x == 0) {
-      int v = ld_acquire_gpu(p.locks + tile);
-      while (v < 2) {
-        if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;  // claimed: v stays 0
-        if (v == 1) __nanosleep(64);  // a resident CTA is zeroing the tile
-        v = ld_acquire_gpu(p.locks + tile);
-      }
-      s_state = v < 2 ? 1 : 2;
-    }
-    sync_compute();
-    if (s_state == 1) {
-      if (threadIdx.x < 32) zero_c_tile(p, m0, n0, lane);
-      sync_compute();
-      if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
-    }
-    if (holds) {
-      u16* c16 = static_cast<u16*>(p.c);
-#pragma unroll
-      for (int i = 0; i < kAccN; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int row = m0 + wm * Tl::WM + swapped_row(i, j, lane);
-          const int col = n0 + wn * Tl::WN + swapped_col(i, j, lane);
-          if (row < p.m) red_add_f16(c16 + static_cast<long long>(row) * p.ldc + col, finish_one<Q>(acc[0][i][j], p, col));
-        }
-    }
-    if (threadIdx.x == 0) {
-      // Done: the last of the splits (the word went 2 -> 2 + splits) resets it for the next launch.
-      if (atomic_add_acq_rel_gpu(p.locks + tile, 1) == splits + 1) p.locks[tile] = 0;
     }
   }
 
@@ -517,7 +456,7 @@ struct Gemm {
   // channels below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
   // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
   // kRed (kFlagAtomicC, one split of `splits` of output tile `tile`): the outputs are added to C with
-  // f16 atomics once the tile's C is zeroed, and the split then counts itself done (atomic_tail).
+  // f16 atomics once the tile's C is zeroed (await_zeroed_c_cta), and the split then counts itself done.
   template <bool kRed = false>
   __device__ __forceinline__ static void staged_epilogue(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
                                                          bool holds, int wm, int wn, int lane, int m0, int n0, int rank,
@@ -777,11 +716,7 @@ struct Gemm {
       // (After griddepcontrol.wait: the previous kernel may still read this C.)
       if ((p.flags & (kFlagAtomicC | kFlagAtomicNoStartClaim | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC &&
           seg.split == 0 && seg.splits > 1) {
-        if constexpr (kStaged) {
-          claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
-        } else if (warp == 0) {
-          claim_zero_c(p, seg.tile, m0, n0, lane);
-        }
+        claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
       }
     }
 
@@ -1006,11 +941,7 @@ struct Gemm {
     // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
     if constexpr (kAtomicC) {
       if (seg.splits > 1 && (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC) {
-        if constexpr (kStaged) {
-          staged_epilogue<true>(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1, seg.tile, seg.splits);
-        } else {
-          atomic_tail(p, acc, kw == 0 && n_valid, wm, wn, lane, seg.tile, seg.splits, m0, n0);
-        }
+        staged_epilogue<true>(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1, seg.tile, seg.splits);
         return;
       }
     }

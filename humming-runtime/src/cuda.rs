@@ -349,7 +349,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
             pdl_early: std::sync::atomic::AtomicU8::new(0),
             cluster_split_k: std::sync::atomic::AtomicBool::new(true),
-            deterministic: std::sync::atomic::AtomicBool::new(true),
+            deterministic: std::sync::atomic::AtomicBool::new(false),
             atomic_start_claim: std::sync::atomic::AtomicBool::new(true),
             workspace: std::sync::Mutex::new(Workspace::default()),
             _types: PhantomData,
@@ -358,7 +358,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Turns split-K on (the default) or off. With it off, every row of C is reduced over K in the
     /// same order whatever M is (with one fixed tile, results are then batch-invariant). With it on,
-    /// results are still deterministic: partials are summed in a fixed split order.
+    /// partials are summed in a fixed split order, except where a launch adds them into C with
+    /// atomics (f16 C on the staged `wgmma` tiles; [`Gemm::set_deterministic`] turns that off).
     pub fn set_split_k(&self, on: bool) {
         self.split_k.store(on, std::sync::atomic::Ordering::Relaxed);
     }
@@ -406,24 +407,31 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// shared memory and sums 1 / splits of the tile's rows over the cluster's partials (distributed
     /// shared memory) in split order, with no global workspace. Off: the partials go through the
     /// global split-K workspace and the last split to finish sums them. Both sum in the same order:
-    /// results are bit-identical.
+    /// results are bit-identical. A launch that adds its splits with atomics
+    /// ([`Gemm::set_deterministic`]) is not a cluster launch: on the H200 the atomics were as fast or
+    /// faster (W4A16 g128, 4096 x 4096, M = 256, 2 splits: 17.6 against 18.0 us; 8192 x 8192,
+    /// M = 128: 29.3 against 29.9).
     pub fn set_cluster_split_k(&self, on: bool) {
         self.cluster_split_k
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Keeps every launch deterministic (the default) or not. With it off, a launch that splits K on
-    /// an `mma.sync` tile of warps of 8 rows (the default tile for M <= 8) or on a `wgmma` tile with
-    /// the staged epilogue (`codegen::atomic_split_k`), for a kernel with f16 C, no bias and no
-    /// epilogue, and is neither stream-K nor a cluster launch, adds each split's partial into C with
-    /// f16 atomics (PTX `red.add.noftz.f16`, 16-byte `red.add.noftz.v4.f16x2` from the staged tiles;
-    /// vLLM's Marlin kernels do the same with `use_atomic_add`, humming-kernels in its stream-K
-    /// beyond three slices): no split waits for the others, and none reloads their partials. The
-    /// price: the order of the additions, and so the last bits of C, may change from launch to
-    /// launch; each split adds two f16 roundings to an output (its partial's, and the addition's:
-    /// relative error within about 2 x splits x 2^-11 of the largest partial), and a partial beyond
-    /// the f16 range becomes infinite even where the sum would not be. Off also gives up batch
-    /// invariance.
+    /// Keeps every launch deterministic, or (the default) lets launches add their K splits into C
+    /// with atomics where that is faster. Off: a launch that splits K on a `wgmma` tile with the
+    /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M >= 32 on sm_90a), for a
+    /// kernel with f16 C, no bias and no epilogue, and is not stream-K, adds each split's partial into
+    /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 has zeroed the tile's
+    /// C, instead of summing the partials through the workspace or a cluster: no split waits for the
+    /// others, and none reloads their partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9
+    /// us, M = 64 10.7 -> 9.2; 4096 x 14336, M = 32 19.0 -> 15.5). humming-kernels reduces its
+    /// stream-K slices into C the same way by default; vLLM's Marlin kernels have it opt-in
+    /// (`use_atomic_add`). The price: the order of the additions, and so the last bits of C, may
+    /// change from launch to launch; each split adds two f16 roundings to an output (its partial's,
+    /// and the addition's: relative error within about 2 x splits x 2^-11 of the largest partial),
+    /// and a partial beyond the f16 range becomes infinite even where the sum would not be. On: every
+    /// launch sums its splits in split order, and the same inputs give the same bits; with
+    /// `set_split_k(false)` as well, results are batch-invariant. Launches without K splits, the
+    /// `mma.sync` tiles (M <= 16 by default) and bf16 C are deterministic either way.
     pub fn set_deterministic(&self, on: bool) {
         self.deterministic
             .store(on, std::sync::atomic::Ordering::Relaxed);
@@ -440,20 +448,18 @@ impl<A: Element, C: Element> Gemm<A, C> {
     pub fn uses_atomic_c(&self, m: usize, n: usize, k: usize) -> bool {
         let lt = &self.tiles[self.select_index(m, n, k)];
         let (stream_k, splits) = self.launch_splits(lt, m, n, k);
-        let cluster =
-            stream_k.is_none() && self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n));
-        self.atomic_c(lt, splits, stream_k.is_some(), cluster)
+        self.atomic_c(lt, splits, stream_k.is_some())
     }
 
     /// Whether a launch of `t` with `splits` K splits adds them into C with atomics
-    /// ([`Gemm::set_deterministic`]).
-    fn atomic_c(&self, t: &LoadedTile, splits: usize, stream_k: bool, cluster: bool) -> bool {
+    /// ([`Gemm::set_deterministic`]); such a launch is never a cluster launch (atomics measured
+    /// faster than the cluster sum on the H200: see `set_cluster_split_k`).
+    fn atomic_c(&self, t: &LoadedTile, splits: usize, stream_k: bool) -> bool {
         !self
             .deterministic
             .load(std::sync::atomic::Ordering::Relaxed)
             && splits > 1
             && !stream_k
-            && !cluster
             && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile)
     }
 
@@ -489,8 +495,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
     pub fn uses_cluster(&self, m: usize, n: usize, k: usize) -> bool {
         let lt = &self.tiles[self.select_index(m, n, k)];
         let splits = self.splits_for(&lt.tile, m, n, k);
-        // output_tiles caps the row tiles at one launch's 65535, as run_strided's chunks do.
-        self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n))
+        // output_tiles caps the row tiles at one launch's 65535, as run_strided's chunks do. (Stream-K
+        // launches are mma.sync tiles, never cluster launches.)
+        !self.atomic_c(lt, splits, false)
+            && self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n))
     }
 
     /// Pins the number of K splits of every launch (for tuning, or for results that do not depend on
@@ -886,9 +894,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
         let (stream_k, splits) = self.launch_splits(t, m, n, k);
-        let cluster =
-            stream_k.is_none() && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
-        let atomic_c = self.atomic_c(t, splits, stream_k.is_some(), cluster);
+        let atomic_c = self.atomic_c(t, splits, stream_k.is_some());
+        let cluster = stream_k.is_none()
+            && !atomic_c
+            && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
         let (ws_ptr, locks_ptr) = if cluster {
             (0, 0)
         } else {

@@ -6,7 +6,8 @@
 //! and surrounded by guard regions that must stay untouched, every element of C checked as written,
 //! relative Frobenius error against the f64 reference at most 1e-2 (f16) / 2e-2 (bf16) on the checked
 //! rows (all rows up to M = 16; for larger M the first 4, the last 4 and 4 random rows), and a second
-//! launch that must give bit-identical results.
+//! launch that must give bit-identical results (where the launches add their K splits into C with
+//! atomics, the default on the staged `wgmma` tiles, both are checked against the reference instead).
 //!
 //! Kernels are built from descriptors at run time and compiled with NVRTC. Without a GPU every test
 //! prints that it was skipped, by name, and passes. `HUMMING_GPU_QUICK=1` runs a reduced set (for
@@ -559,6 +560,9 @@ fn gpu_cluster_split_k() {
             let extra = format!(", arch: [sm_90a], tiles: [tile(block = {tile})]");
             let sp = spec_for("f16", 4, zp, g, bias, &extra);
             let gemm = Gemm::<f16, f16>::compile(&stream, "cluster", sp).expect("compile");
+            // Split order in both paths (the default would add the workspace path's splits with
+            // atomics instead).
+            gemm.set_deterministic(true);
             let wf = random_weights(&mut rng, n, k);
             let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
             let w_ref = w.dequantize();
@@ -680,16 +684,18 @@ fn gpu_stream_k() {
     println!("{name}: {cases} stream-K cases passed, worst relative error {worst:.3e}");
 }
 
-/// Split-K by f16 atomic additions into C (`Gemm::set_deterministic(false)`): the default 8-row tile
-/// with 2, 3, 5 and 8 splits, M = 1, 5, 8 and 13 (two row tiles), N = 576 (the last tile half past
-/// N), K = 2304 and 4096; group scales with and without integer zero points, channel scales, a 3-bit
-/// float-offset format, and a kernel with a bias (which keeps the workspace path). Each case launched
-/// twice on poisoned C, both launches against the f64 reference (the second finds the tiles' lock
-/// words reset by the first, else its C would keep the poison); again with the zeroing claimed by the
-/// first split to end (`set_atomic_start_claim(false)`); then deterministic. On sm_90a also three
-/// staged wgmma tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at M = 200:
-/// two row tiles, the second partial), whose splits add from the staged epilogue with 16-byte vector
-/// atomics, with cluster sums off.
+/// Split-K by f16 atomic additions into C (the default; `Gemm::set_deterministic(true)` turns it off).
+/// The default 8-row `mma.sync` tile never adds with atomics: with 2, 3, 5 and 8 splits, M = 1, 5, 8
+/// and 13 (two row tiles), N = 576 (the last tile half past N), K = 2304 and 4096, group scales with
+/// and without integer zero points, channel scales, a 3-bit float-offset format and a bias, two
+/// launches give the same bits (`run_case`) and match the f64 reference. On sm_90a, four staged wgmma
+/// tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at M = 200 at one and
+/// at two CTAs per SM: two row tiles, the second partial) add from the staged epilogue with 16-byte
+/// vector atomics, cluster sums off: every row of both launches of each case against the reference
+/// (the second finds the tiles' lock words reset by the first, else its C would keep the poison), C
+/// 4 bytes past a 16-byte boundary (f16x2 atomics), the zeroing claimed by the first split to end
+/// (`set_atomic_start_claim(false)`), then deterministic (other bits: proof the atomics ran); and
+/// with a bias, which keeps the workspace path.
 #[test]
 fn gpu_atomic_split_k() {
     let name = "gpu_atomic_split_k";
@@ -699,11 +705,11 @@ fn gpu_atomic_split_k() {
     let mut rng = Rng::new(seed() ^ 0xA701_C0DE);
     let (mut cases, mut worst) = (0, 0f64);
     let formats = [
-        (4, Zp::Symmetric, 128, false, true),
-        (4, Zp::Integer, 128, false, true),
-        (4, Zp::Symmetric, 0, false, true),
-        (3, Zp::Float, 64, false, true),
-        (4, Zp::Integer, 128, true, false),
+        (4, Zp::Symmetric, 128, false),
+        (4, Zp::Integer, 128, false),
+        (4, Zp::Symmetric, 0, false),
+        (3, Zp::Float, 64, false),
+        (4, Zp::Integer, 128, true),
     ];
     let (splits_list, ms): (&[usize], &[usize]) = if quick() {
         (&[3, 8], &[1, 13])
@@ -712,9 +718,10 @@ fn gpu_atomic_split_k() {
     };
     let extra =
         ", tiles: [tile(block = (8, 128, 256), warp = (8, 64, 64), stages = 3, ctas_per_sm = 2)]";
-    for &(bits, zp, g, bias, atomic) in &formats {
+    for &(bits, zp, g, bias) in &formats {
         let sp = spec_for("f16", bits, zp, g, bias, extra);
         let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c", sp).expect("compile");
+        assert!(!gemm.deterministic(), "atomics are the default");
         for &k in &[2304usize, 4096] {
             let n = 576;
             let wf = random_weights(&mut rng, n, k);
@@ -724,34 +731,14 @@ fn gpu_atomic_split_k() {
             for &m in ms {
                 for &splits in splits_list {
                     gemm.set_splits(Some(splits));
-                    gemm.set_deterministic(false);
-                    assert_eq!(
-                        gemm.uses_atomic_c(m, n, k),
-                        atomic,
-                        "w{bits} {zp:?} g{g} bias {bias} M={m} K={k} splits={splits}"
+                    let label =
+                        format!("w{bits} {zp:?} g{g} bias {bias} M={m} K={k} splits={splits}");
+                    assert!(
+                        !gemm.uses_atomic_c(m, n, k),
+                        "{label}: mma.sync tile atomic"
                     );
-                    let label = format!(
-                        "w{bits} {zp:?} g{g} bias {bias} M={m} K={k} splits={splits} atomic"
-                    );
-                    let mut r = rng.clone();
-                    let (e, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                    let (e, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
                     assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
-                    // The zeroing claimed by the first split to end instead of by split 0 at its start.
-                    gemm.set_atomic_start_claim(false);
-                    let mut r = rng.clone();
-                    let (e_late, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
-                    gemm.set_atomic_start_claim(true);
-                    assert!(
-                        e_late <= 1e-2,
-                        "{label} (no start claim): relative error {e_late:.3e}"
-                    );
-                    gemm.set_deterministic(true);
-                    assert!(!gemm.uses_atomic_c(m, n, k));
-                    let (e_det, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
-                    assert!(
-                        e_det <= 1e-2,
-                        "{label} (deterministic): relative error {e_det:.3e}"
-                    );
                     worst = worst.max(e);
                     cases += 1;
                 }
@@ -784,15 +771,37 @@ fn gpu_atomic_split_k() {
             let sp = spec_for("f16", 4, Zp::Integer, 128, false, &extra);
             let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma", sp).expect("compile");
             gemm.set_cluster_split_k(false);
+            // A bias keeps the workspace path (C is not linear in each split's partial).
+            let sp_bias = spec_for("f16", 4, Zp::Integer, 128, true, &extra);
+            let gemm_bias = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma_bias", sp_bias)
+                .expect("compile");
             let (n, k) = (576, 4096);
             let wf = random_weights(&mut rng, n, k);
             let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
             let w_ref = w.dequantize();
             let dw = gemm.upload(&w).expect("upload weights");
+            let w_bias = QuantizedWeights::quantize(&sp_bias, n, k, &wf).expect("quantize");
+            let w_bias_ref = w_bias.dequantize();
+            let dw_bias = gemm_bias.upload(&w_bias).expect("upload weights");
             for &splits in splits_list {
                 gemm.set_splits(Some(splits));
                 gemm.set_deterministic(false);
                 assert!(gemm.uses_atomic_c(m, n, k), "{tile} M={m} splits={splits}");
+                assert!(!gemm.uses_cluster(m, n, k), "{tile} M={m} splits={splits}");
+                gemm_bias.set_splits(Some(splits));
+                let label = format!("{tile} M={m} K={k} splits={splits} bias");
+                assert!(!gemm_bias.uses_atomic_c(m, n, k), "{label}: atomic");
+                let (e, _) = run_case(
+                    &stream,
+                    &gemm_bias,
+                    &w_bias,
+                    &w_bias_ref,
+                    &dw_bias,
+                    m,
+                    &mut rng,
+                    &label,
+                );
+                assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                 let label = format!("{tile} M={m} K={k} splits={splits} atomic");
                 let every = CaseOpts {
                     all_rows: true,
@@ -822,6 +831,7 @@ fn gpu_atomic_split_k() {
                     "{label} (no start claim): relative error {e_late:.3e}"
                 );
                 gemm.set_deterministic(true);
+                assert!(!gemm.uses_atomic_c(m, n, k), "{label}: deterministic");
                 let (e_det, bits_det) = run(every, &label);
                 assert!(
                     e_det <= 1e-2,
@@ -848,7 +858,7 @@ fn gpu_atomic_split_k() {
 /// 9.0+: each kernel starts streaming its weights before the previous one ends and must wait for it
 /// before reading A or touching the workspace), on with every kernel letting the next one start at its
 /// own start (`set_early_dependent_trigger(Some(true))`), on with the early start and atomic split-K
-/// (`set_deterministic(false)`), and off. Every link is checked against the f64
+/// (`set_deterministic(false)`, the default: M = 100's two splits, on sm_90a), and off. Every link is checked against the f64
 /// reference computed from the previous link's output as the GPU wrote it; all buffers start poisoned.
 #[test]
 fn gpu_dependent_launches() {
@@ -867,7 +877,7 @@ fn gpu_dependent_launches() {
         })
         .collect();
     let dws: Vec<_> = ws.iter().map(|w| gemm.upload(w).expect("upload")).collect();
-    // The last pass adds the K splits of its M = 1 links with atomics (`set_deterministic(false)`).
+    // The last pass adds the K splits of its M = 100 links with atomics (`set_deterministic(false)`).
     for (pdl, early, deterministic) in [
         (true, None, true),
         (true, Some(true), true),

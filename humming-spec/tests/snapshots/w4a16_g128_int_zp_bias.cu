@@ -78,6 +78,7 @@ humming_c3fab3ea01b6b95c76319ba322abd6a2_t5(const __grid_constant__ humming::Gem
 // tile 6: b32x128x128w32x32x64s4wgmma, 384 threads, 70656 bytes of shared memory
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kSmemBytes == 70656u, "shared memory size disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
 static_assert(humming::Gemm<Quant, humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>>::kLaunchThreads == 384 && humming::Tile<32, 128, 128, 32, 32, 64, 4, true, 104>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
 extern "C" __global__ void __launch_bounds__(384, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t6(const __grid_constant__ humming::GemmParams params) {
