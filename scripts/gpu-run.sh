@@ -33,9 +33,9 @@ sanitize() {
 races() {
   t=$(ls .gpu/gpu_correctness-* | head -n 1)
   for tool in racecheck synccheck; do
-    echo "== compute-sanitizer $tool (gpu_cluster_split_k, gpu_stream_k, gpu_tile_kind_3/7/11/13, HUMMING_GPU_QUICK=1)"
+    echo "== compute-sanitizer $tool (gpu_cluster_split_k, gpu_stream_k, gpu_atomic_split_k, gpu_tile_kind_3/7/11/13, HUMMING_GPU_QUICK=1)"
     HUMMING_GPU_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 --nocapture \
-      gpu_cluster_split_k gpu_stream_k gpu_tile_kind_3 gpu_tile_kind_7 gpu_tile_kind_11 gpu_tile_kind_13 2>&1 | tee "$out/$tool.log" | tail -n 6; s=${PIPESTATUS[0]}
+      gpu_cluster_split_k gpu_stream_k gpu_atomic_split_k gpu_tile_kind_3 gpu_tile_kind_7 gpu_tile_kind_11 gpu_tile_kind_13 2>&1 | tee "$out/$tool.log" | tail -n 6; s=${PIPESTATUS[0]}
     [ "$s" = 0 ] || rc=1
   done
 }
