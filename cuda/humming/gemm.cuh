@@ -655,7 +655,7 @@ struct Gemm {
     // arrived (its shared loads and its warp's wgmma reads of the stage are done), completing phase n.
     __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
     __shared__ __align__(8) u64 empty_bars[kTma ? Tl::STAGES : 1];
-    // (+ s_last, and s_state, s_zero, s_claim of the atomic split-K.)
+    // (+ s_last, and s_zero, s_claim of the atomic split-K.)
     static_assert(Tl::STAGES * 16 + 16 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
     const u32 bars = smem_addr(stage_bars);
     const u32 empties = smem_addr(empty_bars);

@@ -77,7 +77,11 @@ pub struct GemmParams {
     lda: i32,
     ldc: i32,
     splits: i32,
-    /// Bit 0: trigger the dependent launch at kernel start ([`Gemm::set_early_dependent_trigger`]).
+    /// Bit 0: trigger the dependent launch at kernel start ([`Gemm::set_early_dependent_trigger`]);
+    /// bit 1: K splits summed in a thread-block cluster; bit 2: stream-K; bit 3: K splits added into
+    /// C with f16 atomics ([`Gemm::set_deterministic`]); bit 4: with bit 3, split 0 does not claim
+    /// the zeroing of C at its start (testing aid). The kernel's `kFlag*` constants
+    /// (`cuda/humming/common.cuh`).
     flags: i32,
 }
 
@@ -418,10 +422,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Keeps every launch deterministic, or (the default) lets launches add their K splits into C
     /// with atomics where that is faster. Off: a launch that splits K on a `wgmma` tile with the
-    /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M >= 32 on sm_90a), for a
+    /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M > 16 on sm_90a), for a
     /// kernel with f16 C, no bias and no epilogue, and is not stream-K, adds each split's partial into
-    /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 has zeroed the tile's
-    /// C, instead of summing the partials through the workspace or a cluster: no split waits for the
+    /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 (or, where it starts
+    /// late, the first split to finish) has zeroed the tile's C, instead of summing the partials through the workspace or a cluster: no split waits for the
     /// others, and none reloads their partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9
     /// us, M = 64 10.7 -> 9.2; 4096 x 14336, M = 32 19.0 -> 15.5). humming-kernels reduces its
     /// stream-K slices into C the same way by default; vLLM's Marlin kernels have it opt-in
@@ -501,8 +505,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
             && self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n))
     }
 
-    /// Pins the number of K splits of every launch (for tuning, or for results that do not depend on
-    /// the GPU's size): `None` (the default) lets [`choose_splits`] decide; `Some(n)` uses `n` splits,
+    /// Pins the number of K splits of every launch (for tuning, or, with
+    /// [`Gemm::set_deterministic`]`(true)`, for results that do not depend on the GPU's size): `None` (the default) lets [`choose_splits`] decide; `Some(n)` uses `n` splits,
     /// clamped to 1..=64 and to the number of `block_k` steps of K. Applies while split-K is on.
     pub fn set_splits(&self, splits: Option<usize>) {
         self.forced_splits.store(
@@ -726,7 +730,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// the largest (a `wgmma` tile before an `mma.sync` one of the same `block_m`), see
     /// [`select_tile_index`]; among several tiles of that `block_m` and kind whose launch fits one wave
     /// of resident CTAs, with its own split-K count, and has at most one output tile per SM: for
-    /// `wgmma` tiles the one of fewest K splits, the first of equals ([`fewest_splits_single_wave`]), for `mma.sync` tiles the
+    /// `wgmma` tiles the first, or a later one of fewer K splits and no fewer CTAs
+    /// ([`fewest_splits_single_wave`]), for `mma.sync` tiles the
     /// one of most CTAs, the first of equals ([`fullest_single_wave`]); where none fits, the last of
     /// them.
     pub fn select_tile(&self, m: usize, n: usize, k: usize) -> TileConfig {
@@ -1235,8 +1240,11 @@ pub struct WaveCandidate {
 }
 
 /// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM (`sms`),
-/// the index of the one of fewest K splits (CTAs per output tile; the first of equals), else of the
-/// last; `None` for an empty list.
+/// the index of the first, replaced by a later one of fewer K splits (CTAs per output tile) and at
+/// least as many CTAs; where none fits, the last; `None` for an empty list. (A tile of two CTAs per
+/// SM may get fewer splits only because `choose_splits` gives each of its splits more K: its
+/// launch then has fewer CTAs, and is not taken; e.g. (128, 128, 64) against (128, 128, 128) at
+/// 4096 x 2048, M = 128: 64 against 128 CTAs.)
 ///
 /// Used to choose between `wgmma` tiles of one `block_m` (`mma.sync` tiles: [`fullest_single_wave`]).
 /// H200, W4A16 g128: the tiles of 128 channels and two warpgroups along K come before those of one
@@ -1303,9 +1311,11 @@ fn fewest_splits_single_wave_in(
     candidates: impl IntoIterator<Item = WaveCandidate>,
     sms: usize,
 ) -> Option<usize> {
-    // Fewer splits: c.ctas / c.tiles < b.ctas / b.tiles, compared without division.
+    // Fewer splits (c.ctas / c.tiles < b.ctas / b.tiles, compared without division) and no fewer
+    // CTAs.
     best_single_wave_in(candidates, sms, |c, b| {
-        (c.ctas as u128) * (b.tiles as u128) < (b.ctas as u128) * (c.tiles as u128)
+        c.ctas >= b.ctas
+            && (c.ctas as u128) * (b.tiles as u128) < (b.ctas as u128) * (c.tiles as u128)
     })
 }
 

@@ -311,8 +311,8 @@ fn wave(index: usize, tiles: usize, ctas: usize, slots: usize) -> WaveCandidate 
 }
 
 /// Between wgmma tiles of one block M: among those whose launch (CTAs including K splits) fits one
-/// wave of resident CTAs and has at most one output tile per SM, the one of fewest K splits (the
-/// first of equals), else the last.
+/// wave of resident CTAs and has at most one output tile per SM, the first, replaced by a later one
+/// of fewer K splits and no fewer CTAs; else the last.
 #[test]
 fn single_wave_choice() {
     let c = wave;
@@ -337,6 +337,8 @@ fn single_wave_choice() {
         Some(3)
     );
     assert_eq!(pick(&[c(1, 64, 128, 132), c(2, 64, 256, 264)]), Some(1));
+    // Fewer splits but fewer CTAs (a two-CTA tile whose splits each need more K): the first.
+    assert_eq!(pick(&[c(1, 32, 128, 132), c(2, 32, 64, 264)]), Some(1));
     assert_eq!(pick(&[]), None);
 }
 

@@ -32,7 +32,7 @@ fn generated_sources_compile_to_cubins() {
     for fields in [
         "a: f16, b: u3, scale: group(32), zero_point: int, bias: true",
         "a: bf16, b: i8, scale: channel, epilogue: silu",
-        // W4A16: its 8-row tile compiles the atomic split-K path (Gemm::kAtomicC).
+        // W4A16: its staged wgmma tiles compile the atomic split-K path (Gemm::kAtomicC).
         "a: f16, b: i4, scale: group(128)",
     ] {
         let spec = parse_kernel_str(fields).unwrap();

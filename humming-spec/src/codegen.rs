@@ -88,8 +88,8 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     if archs.contains(Arch::Sm90a) {
         tiles.push(t(32, 256, 128, 32, 64, 4, Mma::Wgmma));
         // Warps of 32 channels, two warpgroups along K: 128 channels, half the K splits of the
-        // tile above where N is small. Taken where its launch fits one wave with fewer K splits
-        // (the runtime's `fewest_splits_single_wave`). H200, W4A16 g128, M = 32 (fourteenth
+        // tile above where N is small. Taken where its launch fits one wave with fewer K splits and
+        // no fewer CTAs (the runtime's `fewest_splits_single_wave`). H200, W4A16 g128, M = 32 (fourteenth
         // session, `perf/2026-11-30n_h200_tune.log`): 4096 x 4096 9.1 us (4 splits) against
         // 11.5-11.9 (8). Not taken at 8192 x 8192 (19.5 against 18.7, 4 splits each), 4096 x 14336
         // (18.6 against 19.0, 8 each) and 28672 x 4096 (30.9 against 26.8: 224 output tiles).
@@ -105,7 +105,8 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         tiles.push(t(64, 256, 128, 64, 64, 4, Mma::Wgmma));
         // Two warpgroups along K (one CTA per SM; compute warps at 240 registers with the producer
         // warpgroup, 200 for W4A16 before it): half the K splits of the next tile at the same
-        // parallelism, summed in shared memory and, with 2-8 splits, in a cluster. Taken where its
+        // parallelism, summed in shared memory and, with 2-8 splits, with f16 atomics into C (in a
+        // cluster where the launch is deterministic or cannot use atomics). Taken where its
         // launch fits one wave with at most one output tile per SM (the runtime's
         // `fewest_splits_single_wave`); H200, W4A16 g128, M = 128 / 256: 4096 x 4096
         // 20.2 -> 17.7 / 27.5 -> 21.6 us, 8192 x 8192 41.8 -> 37.7 / 69.3 -> 67.0, 4096 x 14336
