@@ -530,11 +530,12 @@ fn gpu_batch_invariance() {
 }
 
 /// K splits summed in a thread-block cluster (for `wgmma` tiles that stage C in shared memory, 2 to 8
-/// splits, in deterministic mode or where a launch cannot add with atomics) against the global split-K workspace (`set_cluster_split_k(false)`, and 12
-/// splits, more than a cluster holds): the same A gives bit-identical C, within tolerance of the f64
-/// reference. Tiles of 32 and 64 rows (two warpgroups along K, one CTA per SM); M = 5 and 40 (a
-/// second, partial row tile of the 32-row tile); N = 576 (the last tile lies partly past N); group
-/// scales, and channel scales applied in the epilogue with a bias.
+/// splits, in deterministic mode or where a launch cannot add with atomics) against the global
+/// split-K workspace (`set_cluster_split_k(false)`, and 12 splits, more than a cluster holds): the
+/// same A gives bit-identical C, within tolerance of the f64 reference. Tiles of 32 and 64 rows (two
+/// warpgroups along K, one CTA per SM); M = 5 and 40 (a second, partial row tile of the 32-row
+/// tile); N = 576 (the last tile lies partly past N); group scales, and channel scales applied in
+/// the epilogue with a bias.
 #[test]
 fn gpu_cluster_split_k() {
     let name = "gpu_cluster_split_k";
