@@ -425,17 +425,22 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M > 16 on sm_90a), for a
     /// kernel with f16 C, no bias and no epilogue, and is not stream-K, adds each split's partial into
     /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 (or, where it starts
-    /// late, the first split to finish) has zeroed the tile's C, instead of summing the partials through the workspace or a cluster: no split waits for the
-    /// others, and none reloads their partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9
+    /// late, the first split to finish) has zeroed the tile's C, instead of summing the partials
+    /// through the workspace or a cluster: no split waits for the others, and none reloads their
+    /// partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9
     /// us, M = 64 10.7 -> 9.2; 4096 x 14336, M = 32 19.0 -> 15.5). humming-kernels reduces its
     /// stream-K slices into C the same way by default; vLLM's Marlin kernels have it opt-in
     /// (`use_atomic_add`). The price: the order of the additions, and so the last bits of C, may
     /// change from launch to launch; each split adds two f16 roundings to an output (its partial's,
     /// and the addition's: relative error within about 2 x splits x 2^-11 of the largest partial),
     /// and a partial beyond the f16 range becomes infinite even where the sum would not be. On: every
-    /// launch sums its splits in split order, and the same inputs give the same bits; with
-    /// `set_split_k(false)` as well, results are batch-invariant. Launches without K splits, the
-    /// `mma.sync` tiles (M <= 16 by default) and bf16 C are deterministic either way.
+    /// launch sums its splits in split order, and the same inputs give the same bits on the same GPU
+    /// (the default tile and split count depend on its number of SMs). Launches without K splits,
+    /// kernels with bf16 C, a bias or a fused epilogue, stream-K launches and the `mma.sync` tiles
+    /// (every tile below sm_90a; M <= 16 with the default tiles on sm_90a) are deterministic either
+    /// way. Batch invariance (a row of C the same whatever M is) also needs one declared tile, and
+    /// either `set_split_k(false)` (no splits: enough by itself) or `set_splits(Some(n))` with this
+    /// on.
     pub fn set_deterministic(&self, on: bool) {
         self.deterministic
             .store(on, std::sync::atomic::Ordering::Relaxed);
@@ -809,6 +814,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
     }
 
     /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Gemm::run_strided`].
+    ///
+    /// By default, on sm_90a with f16 C and no bias or epilogue, a launch may add its K splits into
+    /// C with f16 atomics, so that the last bits can differ between launches
+    /// ([`Gemm::uses_atomic_c`] says when; [`Gemm::set_deterministic`] turns it off).
     ///
     /// Asynchronous: the kernel is queued on the stream and its launch error checked; C is ready once
     /// the stream has reached it (`stream.synchronize()`, or a copy back such as `clone_dtoh`), and a
