@@ -168,16 +168,7 @@ struct Gemm {
   // vector atomics. (Not by the mma.sync tiles: the 8-row tile's register atomics lost to its
   // deterministic tail on the H200, 4096 x 4096 M = 1 7.4 against 5.7 us; in the 16-row tiles the
   // same code made ptxas spill in the main loop.)
-  template <class X, class Y>
-  struct Same {
-    static constexpr bool value = false;
-  };
-  template <class X>
-  struct Same<X, X> {
-    static constexpr bool value = true;
-  };
-  static constexpr bool kAtomicC =
-      kStaged && Same<T, f16>::value && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
+  static constexpr bool kAtomicC = kStaged && !T::kIsBf16 && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
