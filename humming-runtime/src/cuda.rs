@@ -102,6 +102,18 @@ pub enum ModuleSource {
     Nvrtc,
 }
 
+/// How one launch sums its K splits ([`Gemm::split_mode`]).
+struct SplitMode {
+    /// Stream-K CTAs, or `None` for a grid of output tiles x splits.
+    stream_k: Option<usize>,
+    /// K splits (with stream-K, the most CTAs that share a tile).
+    splits: usize,
+    /// Each split adds its partial into C with f16 atomics (`kFlagAtomicC`).
+    atomic_c: bool,
+    /// The splits of a tile are one thread-block cluster (`kFlagClusterSplitK`).
+    cluster: bool,
+}
+
 struct LoadedTile {
     tile: TileConfig,
     func: CudaFunction,
@@ -427,8 +439,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 (or, where it starts
     /// late, the first split to finish) has zeroed the tile's C, instead of summing the partials
     /// through the workspace or a cluster: no split waits for the others, and none reloads their
-    /// partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9
-    /// us, M = 64 10.7 -> 9.2; 4096 x 14336, M = 32 19.0 -> 15.5). humming-kernels reduces its
+    /// partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9 us, M = 64 10.7 -> 9.2;
+    /// 4096 x 14336, M = 32 19.0 -> 15.5). humming-kernels reduces its
     /// stream-K slices into C the same way by default; vLLM's Marlin kernels have it opt-in
     /// (`use_atomic_add`). The price: the order of the additions, and so the last bits of C, may
     /// change from launch to launch; each split adds two f16 roundings to an output (its partial's,
@@ -456,20 +468,33 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// ([`Gemm::set_deterministic`]).
     pub fn uses_atomic_c(&self, m: usize, n: usize, k: usize) -> bool {
         let lt = &self.tiles[self.select_index(m, n, k)];
-        let (stream_k, splits) = self.launch_splits(lt, m, n, k);
-        self.atomic_c(lt, splits, stream_k.is_some())
+        self.split_mode(lt, m, n, k).atomic_c
     }
 
-    /// Whether a launch of `t` with `splits` K splits adds them into C with atomics
-    /// ([`Gemm::set_deterministic`]); such a launch is never a cluster launch (atomics measured
-    /// faster than the cluster sum on the H200: see `set_cluster_split_k`).
-    fn atomic_c(&self, t: &LoadedTile, splits: usize, stream_k: bool) -> bool {
-        !self
+    /// How a launch of `m` rows of `t` on `[n, k]` weights sums its K splits: the one decision that
+    /// the launch, [`Gemm::uses_atomic_c`] and [`Gemm::uses_cluster`] share. Atomics
+    /// ([`Gemm::set_deterministic`]) where the tile can and the launch splits K without stream-K; a
+    /// cluster ([`Gemm::set_cluster_split_k`]) only where neither stream-K nor atomics apply (the
+    /// atomics measured as fast or faster than the cluster sum on the H200: see
+    /// `set_cluster_split_k`). `output_tiles` caps the row tiles at one launch's 65535, as
+    /// `run_strided`'s chunks do.
+    fn split_mode(&self, t: &LoadedTile, m: usize, n: usize, k: usize) -> SplitMode {
+        let (stream_k, splits) = self.launch_splits(t, m, n, k);
+        let atomic_c = !self
             .deterministic
             .load(std::sync::atomic::Ordering::Relaxed)
             && splits > 1
-            && !stream_k
-            && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile)
+            && stream_k.is_none()
+            && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile);
+        let cluster = stream_k.is_none()
+            && !atomic_c
+            && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
+        SplitMode {
+            stream_k,
+            splits,
+            atomic_c,
+            cluster,
+        }
     }
 
     /// Testing aid: with `false`, split 0 of an atomic split-K launch ([`Gemm::set_deterministic`])
@@ -503,16 +528,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// ([`Gemm::set_cluster_split_k`]).
     pub fn uses_cluster(&self, m: usize, n: usize, k: usize) -> bool {
         let lt = &self.tiles[self.select_index(m, n, k)];
-        let splits = self.splits_for(&lt.tile, m, n, k);
-        // output_tiles caps the row tiles at one launch's 65535, as run_strided's chunks do. (Stream-K
-        // launches are mma.sync tiles, never cluster launches.)
-        !self.atomic_c(lt, splits, false)
-            && self.cluster_launch(lt, splits, output_tiles(&lt.tile, m, n))
+        self.split_mode(lt, m, n, k).cluster
     }
 
     /// Pins the number of K splits of every launch (for tuning, or, with
-    /// [`Gemm::set_deterministic`]`(true)`, for results that do not depend on the GPU's size): `None` (the default) lets [`choose_splits`] decide; `Some(n)` uses `n` splits,
-    /// clamped to 1..=64 and to the number of `block_k` steps of K. Applies while split-K is on.
+    /// [`Gemm::set_deterministic`]`(true)`, for results that do not depend on the GPU's size):
+    /// `None` (the default) lets [`choose_splits`] decide; `Some(n)` uses `n` splits, clamped to
+    /// 1..=64 and to the number of `block_k` steps of K. Applies while split-K is on.
     pub fn set_splits(&self, splits: Option<usize>) {
         self.forced_splits.store(
             splits.map_or(0, |n| n.clamp(1, 64)),
@@ -907,11 +929,12 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let bm = t.tile.block_m as usize;
         let rows_per_launch = 65535 * bm;
         let grid_x = n.div_ceil(t.tile.block_n as usize) as u32;
-        let (stream_k, splits) = self.launch_splits(t, m, n, k);
-        let atomic_c = self.atomic_c(t, splits, stream_k.is_some());
-        let cluster = stream_k.is_none()
-            && !atomic_c
-            && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));
+        let SplitMode {
+            stream_k,
+            splits,
+            atomic_c,
+            cluster,
+        } = self.split_mode(t, m, n, k);
         let (ws_ptr, locks_ptr) = if cluster {
             (0, 0)
         } else {
