@@ -51,6 +51,20 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\\n" ::"n"(N) : "memory");
 #endif
 }
+// Per-thread register budget of the calling warpgroup (every warp of it executes the same one):
+// dec gives registers back to the CTA's pool, inc waits until the pool has them (sm_90a, PTX 8.0).
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if HUMMING_HAS_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\\n" ::"n"(R));
+#endif
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if HUMMING_HAS_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\\n" ::"n"(R));
+#endif
+}
 // Makes this thread's earlier generic-proxy shared-memory writes (cp.async included) visible to the
 // async proxy that wgmma reads shared memory through; a barrier must follow before other threads'
 // wgmma read them.
