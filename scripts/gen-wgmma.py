@@ -2,7 +2,7 @@
 """Writes cuda/humming/wgmma.cuh: the Hopper wgmma wrappers with the weights in registers.
 
 An m64nNk16 wgmma takes N/2 f32 accumulator operands per thread, one inline-asm operand each, so the
-wrappers for N = 8..128 are written out by this script instead of by hand. Run it after changing the
+wrappers for N = 8..256 are written out by this script instead of by hand. Run it after changing the
 template below; the output is committed.
 """
 import pathlib
@@ -141,7 +141,7 @@ def spec(n):
     )
 
 
-out = HEADER + "".join(spec(n) for n in range(8, 129, 8)) + FOOTER
+out = HEADER + "".join(spec(n) for n in range(8, 257, 8)) + FOOTER
 path = pathlib.Path(__file__).resolve().parent.parent / "cuda" / "humming" / "wgmma.cuh"
 path.write_text(out)
 print(f"wrote {path}")

@@ -96,7 +96,7 @@ struct QuantConfig {
 };
 
 // One tile configuration. kWgmma: the Hopper wgmma kernel (one warpgroup of four warps along N per 64
-// of BK, each warp over all BM rows and 64 or 32 channels; see gemm.cuh), else mma.sync.
+// of BK, each warp over all BM rows and 64, 32 or 16 channels; see gemm.cuh), else mma.sync.
 // CONSUMER_REGS_ > 0 (wgmma only): a producer warpgroup after the compute warps issues every copy of
 // the stage ring; it gives its registers back (setmaxnreg) down to kProducerRegs per thread and the
 // compute warps take kConsumerRegs = CONSUMER_REGS_ (the code generator's budget, codegen.rs).
@@ -109,12 +109,13 @@ struct Tile {
   static constexpr int kProducerRegs = 24;  // codegen.rs: PRODUCER_REGISTERS
   static_assert(!kProducer || (kWgmma && CONSUMER_REGS_ % 8 == 0 && CONSUMER_REGS_ >= 24 && CONSUMER_REGS_ <= 256),
                 "a producer warpgroup only with wgmma; setmaxnreg counts are multiples of 8 in 24..256");
-  static_assert(WK == 64 && (WN == 64 || (kWgmma && WN == 32)), "warp tiles are 64 deep and 64 wide (wgmma: or 32 wide)");
+  static_assert(WK == 64 && (WN == 64 || (kWgmma && (WN == 32 || WN == 16))),
+                "warp tiles are 64 deep and 64 wide (wgmma: or 32 or 16 wide)");
   static_assert(kWgmma || ((WM == 8 || (WM % 16 == 0 && WM <= 64)) && BM % WM == 0),
                 "mma.sync: warp M must be 8, 16, 32, 48 or 64 and divide block M");
   static_assert(!kWgmma || ((BN == 4 * WN || BN == 8 * WN) && WM == BM && BM % 8 == 0 && BM * WN <= 4096 &&
                              (BK == 64 || BK == 128) && BN / WN * BK / 64 <= 16 && STAGES >= 3),
-                "wgmma: block (M, 4 or 8 x warp N, 64 or 128), warp (block M, 32 or 64, 64), M * warp N <= 4096, "
+                "wgmma: block (M, 4 or 8 x warp N, 64 or 128), warp (block M, 16, 32 or 64, 64), M * warp N <= 4096, "
                 "at most 16 warps, at least 3 stages");
   static_assert(STAGES >= 2, "at least two pipeline stages");
 };

@@ -306,7 +306,8 @@ static_assert(!OffsetFold<W2F16>::kOk && !OffsetFold<W4F16Zp>::kOk, "no folding"
 //   float offset:   (c - 0) * s + z              scale not on B (channel scale in the epilogue): no * s
 // q is a template argument so that the slot, shift and constants of each pair are compile-time values.
 // kMulScale false leaves the scale out (the caller applies it to the f32 accumulators). Pairs q <
-// kPairs are dequantized (8: the first half of the slab, channels nt*8 + lane/4 for nt < 4).
+// kPairs are dequantized (8: the first half of the slab, channels nt*8 + lane/4 for nt < 4; 4: the first
+// quarter, nt < 2).
 // kFold (OffsetFold, scale not applied here, no zero point): pairs read at residual 0 stay kOffset + c.
 template <class Q, bool kMulScale, bool kAOrder, int q, int kPairs = 16, bool kFold = false>
 __device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
@@ -345,7 +346,8 @@ __device__ __forceinline__ void dequant_pairs(const u32 (&w)[Q::kBits], const u3
 
 // The weight fragments of one k16 slab (see dequant_pairs), in B order or (kAOrder) A order, each
 // mma operand in consecutive registers; the scale is applied when Q::kScaleOnB and kMulScale.
-// kPairs = 8: only the first half of the slab (frag[0..7]); see half_slab.
+// kPairs = 8 / 4: only the first half / quarter of the slab (frag[0..7] / frag[0..3]); see half_slab,
+// quarter_slab.
 template <class Q, bool kMulScale, bool kAOrder, int kPairs = 16, bool kFold = false>
 __device__ __forceinline__ void dequant_slab(const u32 (&w)[Q::kBits], const u32 (&sw)[4], const u32 (&zw)[4],
                                              u32 (&frag)[16]) {
@@ -374,6 +376,35 @@ __device__ __forceinline__ void half_slab(u32 (&w)[kBits], u32 (&sw)[4], u32 (&z
   sw[1] = second ? sw[3] : sw[1];
   zw[0] = second ? zw[2] : zw[0];
   zw[1] = second ? zw[3] : zw[1];
+}
+
+// One quarter of a slab, `part` 0..3 (pairs 4 part .. 4 part + 3: channels nt*8 + lane/4 for nt = 2 part,
+// 2 part + 1, the 16 channels 16 part .. 16 part + 15 of the unit), moved to where pairs 0..3 were, for
+// wgmma warps of 16 channels (a quarter unit each); dequant_slab<..., 4> then dequantizes it. A part of
+// width s >= 4 keeps the quarter in its words part * s/4 .. part * s/4 + s/4 - 1 (same slots); a 2-bit
+// part in word part / 2, slots 4..7 for an odd part (shifted down 8 bits: both halves of the pair
+// move to slots 0..3); a 1-bit part in slots 4 part .. 4 part + 3 of its one word. The words above the
+// quarter's slots may keep other codes: extraction masks its slots. `part` is warp-uniform; the
+// selections are register moves, not indexing (no local memory).
+template <int kBits>
+__device__ __forceinline__ void quarter_slab(u32 (&w)[kBits], u32 (&sw)[4], u32 (&zw)[4], int part) {
+  const auto pick = [part](u32 a, u32 b, u32 c, u32 d) { return part == 0 ? a : part == 1 ? b : part == 2 ? c : d; };
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int s = part_width<kBits>(i);
+    const int o = part_offset<kBits>(i);
+    if (s == 0) continue;
+    if (s == 1) {
+      w[o] = w[o] >> (4 * part);
+    } else if (s == 2) {
+      w[o] = (part >= 2 ? w[o + 1] : w[o]) >> (8 * (part & 1));
+    } else {
+#pragma unroll
+      for (int j = 0; j < s / 4; ++j) w[o + j] = pick(w[o + j], w[o + s / 4 + j], w[o + s / 2 + j], w[o + 3 * s / 4 + j]);
+    }
+  }
+  sw[0] = pick(sw[0], sw[1], sw[2], sw[3]);
+  zw[0] = pick(zw[0], zw[1], zw[2], zw[3]);
 }
 
 }  // namespace humming

@@ -11,7 +11,7 @@
 // wgmma tiles (Hopper, Tl::kWgmma): warps (K, N) = (BK/64, BN/WN), BN/WN = 4 or 8; each group of four
 // warps along N is one warpgroup over 4 x WN channels and all BM rows (two warpgroups along N share the
 // A tile). Per k16 slab each warp dequantizes its WN channels
-// (a whole 64-channel unit, or one half of it: two warps share a unit) into WN/16 A fragments exactly
+// (a whole 64-channel unit, or a half or quarter of it: two or four warps share a unit) into WN/16 A fragments exactly
 // as the swap-AB mma.sync path does, and the warpgroup issues WN/16 wgmma.m64nBMk16 (one per 16-channel
 // slice mt: rows 16w..16w+15 of wgmma mt come from warp w) with the A tile in shared memory as the B
 // operand (128-byte swizzle). The design follows Humming's Hopper path (weights as the register
@@ -80,7 +80,8 @@ struct Gemm {
   using T = typename Q::T;
   using L = StageLayout<Q, Tl>;
   static constexpr int kWarpsN = Tl::BN / Tl::WN;  // warps along N (units along N: L::kWarpsN)
-  // wgmma tiles with warp N = 32: two warps share a 64-channel unit, each taking one half (32 channels).
+  // wgmma tiles with warp N = 32 / 16: two / four warps share a 64-channel unit, each taking one half
+  // (32 channels) / quarter (16 channels).
   static constexpr int kHalves = 64 / Tl::WN;
   static constexpr int kWarpsK = L::kWarpsK;
   static constexpr int kWarpsM = Tl::BM / Tl::WM;
@@ -100,7 +101,7 @@ struct Gemm {
   static constexpr bool kSwapAB = Tl::WM <= 16 || kWgmma;
   static constexpr int kTokTiles = Tl::WM / 8;  // n8 tiles of A rows per warp when swapped
   static constexpr int kMTiles = kSwapAB ? 1 : Tl::WM / 16;
-  static constexpr int kMt = Tl::WN / 16;  // swapped: m16 channel tiles per warp (4, or 2 with halves)
+  static constexpr int kMt = Tl::WN / 16;  // swapped: m16 channel tiles per warp (4; 2 / 1 with halves / quarters)
   // Accumulator tiles per m16 row block; swapped: kMt m16 channel tiles per n8 tile of rows.
   static constexpr int kAccN = kSwapAB ? kMt * kTokTiles : 8;
   static constexpr bool kScaleOnAcc =
@@ -609,8 +610,8 @@ struct Gemm {
     const bool producer = kProducer && threadIdx.x >= kThreads;
     const int n0 = seg.tile_n * Tl::BN;
     const int m0 = seg.tile_m * Tl::BM;
-    const int unit_n = wn / kHalves;               // this warp's 64-channel unit in the tile
-    const bool second_half = (wn % kHalves) != 0;  // and its half (warp N = 32)
+    const int unit_n = wn / kHalves;     // this warp's 64-channel unit in the tile
+    const int unit_part = wn % kHalves;  // and its half (warp N = 32) or quarter (16) of it
     const bool n_valid = n0 + wn * Tl::WN < p.n;
 
     float acc[kMTiles][kAccN][4];
@@ -782,7 +783,8 @@ struct Gemm {
         u32(&w)[Q::kBits] = in.w;
         u32(&sw)[4] = in.sw;
         u32(&zw)[4] = in.zw;
-        if constexpr (kHalves == 2) half_slab<Q::kBits>(w, sw, zw, second_half);
+        if constexpr (kHalves == 2) half_slab<Q::kBits>(w, sw, zw, unit_part != 0);
+        if constexpr (kHalves == 4) quarter_slab<Q::kBits>(w, sw, zw, unit_part);
         u32 frag[16];
         dequant_slab<Q, !kScaleOnAcc, kSwapAB, 16 / kHalves, kFold>(w, sw, zw, frag);
         if constexpr (kWgmma) {

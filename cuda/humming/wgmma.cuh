@@ -528,4 +528,452 @@ struct WgmmaRS<T, 128> {
 };
 #undef HUMMING_WGMMA_M64N128K16
 
+// The m64n136k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N136K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n136k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, "                                                   \
+      "{%68, %69, %70, %71}, %72, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 136> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N136K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N136K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N136K16
+
+// The m64n144k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N144K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n144k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71}, "                                                   \
+      "{%72, %73, %74, %75}, %76, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 144> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N144K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N144K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N144K16
+
+// The m64n152k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N152K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %81, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n152k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75}, "                                                   \
+      "{%76, %77, %78, %79}, %80, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 152> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N152K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N152K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N152K16
+
+// The m64n160k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N160K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n160k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, "                                                   \
+      "{%80, %81, %82, %83}, %84, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 160> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N160K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N160K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N160K16
+
+// The m64n168k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N168K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %89, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n168k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83}, "                                                   \
+      "{%84, %85, %86, %87}, %88, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 168> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N168K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N168K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N168K16
+
+// The m64n176k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N176K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, "                                                   \
+      "{%88, %89, %90, %91}, %92, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 176> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N176K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N176K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N176K16
+
+// The m64n184k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N184K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %97, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n184k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91}, "                                                   \
+      "{%92, %93, %94, %95}, %96, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 184> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N184K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N184K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N184K16
+
+// The m64n192k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N192K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "                                                   \
+      "{%96, %97, %98, %99}, %100, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 192> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N192K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N192K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N192K16
+
+// The m64n200k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N200K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %105, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n200k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99}, "                                                   \
+      "{%100, %101, %102, %103}, %104, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 200> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N200K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N200K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N200K16
+
+// The m64n208k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N208K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n208k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103}, "                                                   \
+      "{%104, %105, %106, %107}, %108, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]),             "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 208> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N208K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N208K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N208K16
+
+// The m64n216k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N216K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %113, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n216k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107}, "                                                   \
+      "{%108, %109, %110, %111}, %112, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]),             "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]),             "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 216> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N216K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N216K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N216K16
+
+// The m64n224k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N224K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n224k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111}, "                                                   \
+      "{%112, %113, %114, %115}, %116, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]),             "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]),             "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]),             "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 224> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N224K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N224K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N224K16
+
+// The m64n232k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N232K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %121, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n232k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115}, "                                                   \
+      "{%116, %117, %118, %119}, %120, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]),             "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]),             "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]),             "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]),             "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 232> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N232K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N232K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N232K16
+
+// The m64n240k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N240K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n240k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119}, "                                                   \
+      "{%120, %121, %122, %123}, %124, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]),             "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]),             "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]),             "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]),             "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3]),             "+f"(d[29 * kMt + mt][0]), "+f"(d[29 * kMt + mt][1]), "+f"(d[29 * kMt + mt][2]), "+f"(d[29 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 240> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N240K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N240K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N240K16
+
+// The m64n248k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N248K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %129, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n248k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123}, "                                                   \
+      "{%124, %125, %126, %127}, %128, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]),             "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]),             "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]),             "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]),             "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3]),             "+f"(d[29 * kMt + mt][0]), "+f"(d[29 * kMt + mt][1]), "+f"(d[29 * kMt + mt][2]), "+f"(d[29 * kMt + mt][3]),             "+f"(d[30 * kMt + mt][0]), "+f"(d[30 * kMt + mt][1]), "+f"(d[30 * kMt + mt][2]), "+f"(d[30 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 248> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N248K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N248K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N248K16
+
+// The m64n256k16 instruction for element type TY ("f16" or "bf16").
+#define HUMMING_WGMMA_M64N256K16(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "                                                   \
+      "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]),             "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]),             "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]),             "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]),             "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]),             "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]),             "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]),             "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]),             "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]),             "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]),             "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]),             "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]),             "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]),             "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]),             "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]),             "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]),             "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]),             "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]),             "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]),             "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]),             "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]),             "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]),             "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]),             "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]),             "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]),             "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]),             "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]),             "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]),             "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3]),             "+f"(d[29 * kMt + mt][0]), "+f"(d[29 * kMt + mt][1]), "+f"(d[29 * kMt + mt][2]), "+f"(d[29 * kMt + mt][3]),             "+f"(d[30 * kMt + mt][0]), "+f"(d[30 * kMt + mt][1]), "+f"(d[30 * kMt + mt][2]), "+f"(d[30 * kMt + mt][3]),             "+f"(d[31 * kMt + mt][0]), "+f"(d[31 * kMt + mt][1]), "+f"(d[31 * kMt + mt][2]), "+f"(d[31 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class T>
+struct WgmmaRS<T, 256> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (T::kIsBf16) {
+      HUMMING_WGMMA_M64N256K16("bf16");
+    } else {
+      HUMMING_WGMMA_M64N256K16("f16");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_M64N256K16
+
 }  // namespace humming

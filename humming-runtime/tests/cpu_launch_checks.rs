@@ -215,6 +215,18 @@ fn tile_selection_by_m() {
     assert_eq!(select_tile_index(&mixed, 5000), 4);
     let first = [wg(64), t(64)];
     assert_eq!(select_tile_index(&first, 100), 0);
+    // The default tiles on Hopper: the 128-row wgmma tiles up to M = 128, the 256-row tile (warps of
+    // 16 channels) above, also past 256 rows (two or more row blocks).
+    let defaults =
+        humming_runtime::spec::codegen::tiles_of(&spec("a: f16, b: i4, scale: group(128)"));
+    let rows = |m: usize| {
+        let t = defaults[select_tile_index(&defaults, m)];
+        (t.block_m, t.warp_n, t.mma)
+    };
+    assert_eq!(rows(128), (128, 32, Mma::Wgmma));
+    for m in [129, 200, 256, 384, 5000] {
+        assert_eq!(rows(m), (256, 16, Mma::Wgmma), "M = {m}");
+    }
 }
 
 #[test]

@@ -986,7 +986,7 @@ fn gpu_long_groups() {
 /// of 32 and 64 rows, which the default tiles replace by `wgmma` ones on Hopper, the default 16-row
 /// tile compiled for two CTAs per SM (128 registers, which the matrix tests' N never selects), the
 /// 8-row tile compiled for three CTAs per SM (80 registers; its shared memory fits sm_90 only), and
-/// `wgmma` tiles of 8 to 128 rows, warps of 64 and 32 channels, one and two warpgroups along K, 3 to 6
+/// `wgmma` tiles of 8 to 256 rows, warps of 64, 32 and 16 channels, one and two warpgroups along K, 3 to 6
 /// stages, one and two CTAs per SM (the default wgmma tiles among them). N = 192 and 576 leave warps
 /// of a wgmma tile past N; K = 576 ends in a partial stage; M not a multiple of the tile. One test per
 /// tile, so that they run in parallel; tiles declared for sm_90a alone (`sm90a`: every `wgmma` tile
@@ -1008,6 +1008,12 @@ fn tile_kind(index: usize, tile: &str, sm90a: bool) {
         (&[5, 33], &[192], &[576, 4096])
     } else {
         (&[1, 5, 17, 33, 100, 130], &[192, 576, 4096], &[576, 4096])
+    };
+    // 256-row tiles: also two row blocks, the second partial.
+    let ms: &[usize] = if tile.starts_with("(256,") && !quick() {
+        &[1, 17, 130, 300]
+    } else {
+        ms
     };
     let mut outcome = Outcome {
         worst: 0.0,
@@ -1082,4 +1088,6 @@ tile_kind_tests! {
     gpu_tile_kind_13: 13, "(64, 128, 128), warp = (64, 32, 64), stages = 4, mma = wgmma, ctas_per_sm = 2", true;
     gpu_tile_kind_14: 14, "(64, 256, 128), warp = (64, 64, 64), stages = 4, mma = wgmma", true;
     gpu_tile_kind_15: 15, "(8, 128, 256), warp = (8, 64, 64), stages = 3, ctas_per_sm = 3", true;
+    gpu_tile_kind_16: 16, "(256, 128, 64), warp = (256, 16, 64), stages = 4, mma = wgmma", true;
+    gpu_tile_kind_17: 17, "(256, 64, 128), warp = (256, 16, 64), stages = 3, mma = wgmma", true;
 }

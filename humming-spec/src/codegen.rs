@@ -57,7 +57,8 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// 32 channels, two warpgroups along K, one CTA per SM) where the launch fits one wave with at most
 /// one output tile per SM, else over 256; 128 rows over 128 channels (warps of 32 channels; two
 /// warpgroups along K and one CTA per SM under the same condition, else one warpgroup and two CTAs
-/// per SM); every `wgmma` tile here has a producer warpgroup ([`TileConfig::producer_warpgroup`]).
+/// per SM); 256 rows over 128 channels (warps of 16 channels, one CTA per SM) for M > 128; every
+/// `wgmma` tile here has a producer warpgroup ([`TileConfig::producer_warpgroup`]).
 /// The `mma.sync` tiles of 32 and 64 rows serve M > 16 elsewhere.
 /// Chosen from sweeps on the H200 (`examples/tune.rs`, PERFORMANCE.md).
 pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
@@ -114,6 +115,14 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         // tile (61.7 vs 70.2 us at M = 128).
         tiles.push(t(128, 128, 128, 128, 32, 4, Mma::Wgmma));
         tiles.push(t(128, 128, 64, 128, 32, 4, Mma::Wgmma));
+        // 256 rows over 128 channels, warps of 16 channels (a quarter of a packed unit; one
+        // m64n256k16 per warpgroup and k16 slab, 128 f32 accumulators per thread), two warpgroups
+        // along N, one CTA per SM: each dequantized weight feeds twice the rows of the 128-row tiles
+        // (153 instructions per stage against 220 for the same tensor work). Serves M > 128. H200,
+        // W4A16 g128, M = 256 (sixteenth session, `perf/2026-11-30p_h200_tune.log`): 4096 x 4096
+        // 17.5 -> 17.0 us, 8192 x 8192 51.8 -> 49.2, 28672 x 4096 101.0 -> 88.5, 4096 x 14336
+        // 47.2 -> 44.0; (256, 64, 128) and (256, 64, 64) at two CTAs per SM were slower.
+        tiles.push(t(256, 128, 64, 256, 16, 4, Mma::Wgmma));
     }
     tiles
 }

@@ -51,7 +51,7 @@ pub fn parse_kernels(tokens: TokenStream) -> syn::Result<Vec<ParsedKernel>> {
 
 /// Checks a descriptor built or edited in code (its fields are public) against every rule that
 /// `gemm!` applies: formats, scales, zero points, tiles (`mma.sync`: warp M in 8, 16, 32, 48, 64,
-/// warp N and K 64, 2 to 6 stages; `wgmma`: sm_90a, warp (block M, 64 or 32, 64), block N = 4 or 8 x
+/// warp N and K 64, 2 to 6 stages; `wgmma`: sm_90a, warp (block M, 64, 32 or 16, 64), block N = 4 or 8 x
 /// warp N, block K 64 or 128, block M x warp N <= 4096, 3 to 6 stages; shared memory; `ctas_per_sm` 1 to 4
 /// within the tile's registers and shared memory), epilogue. Errors
 /// carry all messages, joined by "; ".

@@ -219,7 +219,7 @@ pub enum Mma {
     #[default]
     Sync,
     /// Hopper `wgmma.mma_async` (sm_90a only): a warpgroup of four warps multiplies its 4 x `warp_n`
-    /// (64 or 32) dequantized weight channels, held in registers (the A operand, "swap AB"), by the
+    /// (64, 32 or 16) dequantized weight channels, held in registers (the A operand, "swap AB"), by the
     /// tile's rows of activations read from shared memory (the B operand, 128-byte swizzled, K-major).
     /// The design of Humming's Hopper path (anchor study, section 5).
     Wgmma,
@@ -240,7 +240,7 @@ impl Mma {
 /// A CTA computes a `block_m × block_n` tile of C, walking K in steps of `block_k`; each warp owns a
 /// `warp_m × warp_n × warp_k` sub-tile (warps along K are reduced through shared memory). `stages` is
 /// the depth of the `cp.async` shared-memory pipeline. With [`Mma::Wgmma`] the four warps along N
-/// (`block_n = 4 * warp_n`, `warp_n` 64 or 32, `warp_m = block_m`) form one warpgroup per 64 of
+/// (`block_n = 4 * warp_n`, `warp_n` 64, 32 or 16, `warp_m = block_m`) form one warpgroup per 64 of
 /// `block_k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TileConfig {

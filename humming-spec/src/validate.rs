@@ -1157,8 +1157,8 @@ fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
 }
 
 /// Rules of a `wgmma` tile: one or two warpgroups (four warps each) along N per 64 of `block_k` (one
-/// or two); every warp covers all `block_m` rows and `warp_n` = 64 channels (one packed unit) or 32
-/// (half a unit), so `block_n = 4 * warp_n` or `8 * warp_n` (two warpgroups share each A tile); `block_m` a multiple of 8 with `block_m * warp_n <= 4096`
+/// or two); every warp covers all `block_m` rows and `warp_n` = 64 channels (one packed unit), 32
+/// (half a unit) or 16 (a quarter: block M up to 256), so `block_n = 4 * warp_n` or `8 * warp_n` (two warpgroups share each A tile); `block_m` a multiple of 8 with `block_m * warp_n <= 4096`
 /// (each thread keeps `block_m * warp_n / 32` f32 accumulators, at most 128); 3 to 6 stages (a stage
 /// is refilled two steps after it was read, while the last `wgmma` on it may still run); the
 /// declaration's `arch` must include `sm_90a`, the only target with `wgmma`.
@@ -1170,10 +1170,10 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
             "`mma = wgmma` needs `sm_90a` in `arch` (wgmma exists on sm_90a only)",
         );
     }
-    if t.warp_m != t.block_m || !matches!(t.warp_n, 32 | 64) || t.warp_k != 64 {
+    if t.warp_m != t.block_m || !matches!(t.warp_n, 16 | 32 | 64) || t.warp_k != 64 {
         let at = if t.warp_m != t.block_m {
             span.warp[0]
-        } else if !matches!(t.warp_n, 32 | 64) {
+        } else if !matches!(t.warp_n, 16 | 32 | 64) {
             span.warp[1]
         } else {
             span.warp[2]
@@ -1181,7 +1181,7 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
         errs.push(
             at,
             format!(
-                "in a wgmma tile every warp covers all block M rows, 64 or 32 channels and 64 of K: warp must be ({}, 64 or 32, 64), found ({}, {}, {})",
+                "in a wgmma tile every warp covers all block M rows, 64, 32 or 16 channels and 64 of K: warp must be ({}, 64, 32 or 16, 64), found ({}, {}, {})",
                 t.block_m, t.warp_m, t.warp_n, t.warp_k
             ),
         );

@@ -150,6 +150,15 @@ fn validation_rules() {
             "not generated yet",
         ),
         ("a: f16, b: u4, layout: moe_indexed", "not generated yet"),
+        // wgmma warps of 16 channels reach 256 rows; 32 channels stop at 128 (128 accumulators).
+        (
+            "a: f16, b: u4, arch: [sm_90a], tiles: [tile(block = (256, 256, 64), warp = (256, 32, 64), mma = wgmma)]",
+            "at most 128 with warp N = 32",
+        ),
+        (
+            "a: f16, b: u4, arch: [sm_90a], tiles: [tile(block = (256, 64, 64), warp = (256, 8, 64), mma = wgmma)]",
+            "64, 32 or 16 channels",
+        ),
         // ctas_per_sm on tiles that fail other rules: their errors, no overflow panic.
         (
             "a: f16, b: u4, arch: [sm_90a], tiles: [tile(block = (4096, 4096, 4096), warp = (4096, 64, 64), mma = wgmma, ctas_per_sm = 2)]",
@@ -244,6 +253,7 @@ fn producer_warpgroup_registers() {
         ("b64x256x128w64x64x64s4wgmma", 384, 1, 240),
         ("b128x128x128w128x32x64s4wgmma", 384, 1, 240),
         ("b128x128x64w128x32x64s4wgmma", 256, 2, 232),
+        ("b256x128x64w256x16x64s4wgmma", 384, 1, 240),
     ];
     let want: Vec<(String, u32, u32, u32)> = want
         .iter()

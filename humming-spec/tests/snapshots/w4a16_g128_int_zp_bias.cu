@@ -124,3 +124,13 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 humming_c3fab3ea01b6b95c76319ba322abd6a2_t10(const __grid_constant__ humming::GemmParams params) {
   humming::Gemm<Quant, humming::Tile<128, 128, 64, 128, 32, 64, 4, true, 232>>::run(params);
 }
+
+// tile 11: b256x128x64w256x16x64s4wgmma, 384 threads, 152576 bytes of shared memory
+static_assert(humming::Gemm<Quant, humming::Tile<256, 128, 64, 256, 16, 64, 4, true, 240>>::kSmemBytes == 152576u, "shared memory size disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<256, 128, 64, 256, 16, 64, 4, true, 240>>::kStaged == true, "staged epilogue disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<256, 128, 64, 256, 16, 64, 4, true, 240>>::kAtomicC == false, "atomic split-K disagrees with the Rust model");
+static_assert(humming::Gemm<Quant, humming::Tile<256, 128, 64, 256, 16, 64, 4, true, 240>>::kLaunchThreads == 384 && humming::Tile<256, 128, 64, 256, 16, 64, 4, true, 240>::kProducerRegs == 24, "threads or producer registers disagree with the Rust model");
+extern "C" __global__ void __launch_bounds__(384, 1)
+humming_c3fab3ea01b6b95c76319ba322abd6a2_t11(const __grid_constant__ humming::GemmParams params) {
+  humming::Gemm<Quant, humming::Tile<256, 128, 64, 256, 16, 64, 4, true, 240>>::run(params);
+}
