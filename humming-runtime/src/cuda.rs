@@ -760,7 +760,9 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// `wgmma` tiles the first, or a later one of fewer K splits and no fewer CTAs
     /// ([`fewest_splits_single_wave`]), for `mma.sync` tiles the
     /// one of most CTAs, the first of equals ([`fullest_single_wave`]); where none fits, the last of
-    /// them.
+    /// them. Where M exceeds the largest `block_m` and that tile is `wgmma`, the pick among the
+    /// `wgmma` tiles of half that `block_m` replaces the largest tiles' pick if its launch gives the
+    /// busiest SM less work ([`least_wave_work`]).
     pub fn select_tile(&self, m: usize, n: usize, k: usize) -> TileConfig {
         self.tiles[self.select_index(m, n, k)].tile
     }
@@ -768,6 +770,43 @@ impl<A: Element, C: Element> Gemm<A, C> {
     fn select_index(&self, m: usize, n: usize, k: usize) -> usize {
         // (No allocation: this runs on every launch.)
         let first = select_tile_index_in(self.tiles.iter().map(|l| &l.tile), m);
+        let pick = self.select_among_block_m(first, m, n, k);
+        // Past the largest block M (of `wgmma` tiles, where it was measured) every tile runs several
+        // row blocks: the `wgmma` tiles of half that block M (their own pick) replace it where their
+        // launch gives the busiest SM less work ([`least_wave_work`]).
+        let Some(f) = self.tiles.get(first).map(|l| l.tile) else {
+            return pick;
+        };
+        if m <= f.block_m as usize || f.mma != Mma::Wgmma {
+            return pick;
+        }
+        let Some(h) = self
+            .tiles
+            .iter()
+            .position(|l| l.tile.block_m == f.block_m / 2 && l.tile.mma == Mma::Wgmma)
+        else {
+            return pick;
+        };
+        let alt = self.select_among_block_m(h, m, n, k);
+        let candidate = |index: usize| {
+            let t = self.tiles[index].tile;
+            let tiles = output_tiles(&t, m, n);
+            (
+                WaveCandidate {
+                    index,
+                    tiles,
+                    ctas: tiles.saturating_mul(self.splits_for(&t, m, n, k)),
+                    slots: self.sms.saturating_mul(self.tiles[index].ctas_per_sm),
+                },
+                t,
+            )
+        };
+        least_wave_work(&[candidate(pick), candidate(alt)], k, self.sms).unwrap_or(pick)
+    }
+
+    /// Among the tiles of the `block_m` and kind of tile `first`, the one used for this launch: see
+    /// [`Gemm::select_tile`].
+    fn select_among_block_m(&self, first: usize, m: usize, n: usize, k: usize) -> usize {
         let Some(f) = self.tiles.get(first).map(|l| l.tile) else {
             return first;
         };
@@ -1269,6 +1308,46 @@ pub struct WaveCandidate {
     pub ctas: usize,
     /// CTAs of this tile the GPU holds at once (SMs x CTAs per SM).
     pub slots: usize,
+}
+
+/// The multiply-adds the busiest SM runs in a launch of tile `t` (`c`: its output tiles, CTAs and
+/// resident CTAs, `sms` multiprocessors, K of `k`): whole waves of `c.slots` CTAs, each CTA
+/// `block_m x block_n x` its K steps (`ceil(ceil(K / block_k) / splits) x block_k`), `c.slots / sms`
+/// CTAs sharing an SM. A model of the time of tiles of like efficiency per multiply-add; 0 for a
+/// launch of no CTAs.
+pub fn wave_work(c: &WaveCandidate, t: &TileConfig, k: usize, sms: usize) -> u128 {
+    if c.ctas == 0 || c.tiles == 0 || c.slots == 0 || sms == 0 {
+        return 0;
+    }
+    let splits = (c.ctas / c.tiles).max(1);
+    let bk = t.block_k.max(1) as usize;
+    let k_per_cta = k.div_ceil(bk).div_ceil(splits) as u128 * bk as u128;
+    let waves = c.ctas.div_ceil(c.slots) as u128;
+    let per_sm = (c.slots / sms).max(1) as u128;
+    waves * per_sm * t.block_m as u128 * t.block_n as u128 * k_per_cta
+}
+
+/// Of `candidates` (each a launch and its tile), the index of the one of least [`wave_work`], the
+/// first of equals; `None` for an empty list.
+///
+/// Used where M needs several row blocks of the largest tile: between the largest tiles' pick and
+/// that of the tiles of half their `block_m`. H200, W4A16 g128 (sixteenth session,
+/// `perf/2026-11-30p_h200_tune.log`), (256, 128, 64) (one CTA per SM) against the 128-row tiles:
+/// 28672 x 4096, M = 384: 448 CTAs in 4 waves against 672 CTAs of (128, 128, 64) in 3 waves of two
+/// per SM, 193.2 against 157.8 us (the model: 4 x 256 against 3 x 2 x 128 rows); at M = 512 (4 waves
+/// each, equal work: the first) 189.4 against 225.0; 8192 x 8192 and 4096 x 14336 at M = 384 / 512
+/// (equal work) 83.3 / 89.0 and 79.3 / 80.9 against 93.8 / 99.1 and 81.5 / 86.2. Not modelled: 4096
+/// x 4096, M = 384 (equal work; 27.5 against 25.5).
+pub fn least_wave_work(
+    candidates: &[(WaveCandidate, TileConfig)],
+    k: usize,
+    sms: usize,
+) -> Option<usize> {
+    candidates
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, (c, t))| (wave_work(c, t, k, sms), *i))
+        .map(|(_, (c, _))| c.index)
 }
 
 /// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM (`sms`),

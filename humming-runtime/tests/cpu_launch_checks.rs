@@ -3,7 +3,7 @@
 use humming_runtime::Error;
 use humming_runtime::cuda::{
     LaunchShape, WaveCandidate, check_launch, fewest_splits_single_wave, fullest_single_wave,
-    select_tile_index,
+    least_wave_work, select_tile_index, wave_work,
 };
 use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
 
@@ -445,4 +445,48 @@ fn stream_k_schedule_covers_every_step_once() {
         );
         assert!(splits_of.iter().all(|&(lo, _)| lo == 0));
     }
+}
+
+#[test]
+fn several_row_blocks_take_the_tile_of_least_work_per_sm() {
+    let t = |bm: u16, bk: u16| TileConfig {
+        block_m: bm,
+        block_n: 128,
+        block_k: bk,
+        warp_m: bm,
+        warp_n: if bm == 256 { 16 } else { 32 },
+        warp_k: 64,
+        stages: 4,
+        mma: Mma::Wgmma,
+        ctas_per_sm: 0,
+    };
+    let (big, half) = (t(256, 64), t(128, 64));
+    let c = |index, tiles, splits, slots| WaveCandidate {
+        index,
+        tiles,
+        ctas: tiles * splits,
+        slots,
+    };
+    // 28672 x 4096, M = 384 on 132 SMs: 448 CTAs of one per SM (4 waves) against 672 of two per SM
+    // (3 waves): 4 x 256 x 128 x 4096 against 3 x 2 x 128 x 128 x 4096 multiply-adds per SM.
+    let a = c(7, 448, 1, 132);
+    let b = c(3, 672, 1, 264);
+    assert_eq!(wave_work(&a, &big, 4096, 132), 4 * 256 * 128 * 4096);
+    assert_eq!(wave_work(&b, &half, 4096, 132), 3 * 2 * 128 * 128 * 4096);
+    assert_eq!(least_wave_work(&[(a, big), (b, half)], 4096, 132), Some(3));
+    // M = 512: 4 waves each, equal work: the first (the larger tile).
+    let b = c(3, 896, 1, 264);
+    assert_eq!(least_wave_work(&[(a, big), (b, half)], 4096, 132), Some(7));
+    // K splits shorten each CTA's K: 4096 x 4096, M = 384, 2 splits of the 256-row tile (128 CTAs)
+    // against 96 unsplit CTAs of (128, 128, 128): equal work.
+    let a = c(7, 64, 2, 132);
+    let b = c(4, 96, 1, 132);
+    assert_eq!(
+        wave_work(&a, &big, 4096, 132),
+        wave_work(&b, &t(128, 128), 4096, 132)
+    );
+    assert_eq!(least_wave_work(&[], 4096, 132), None);
+    // No CTAs or no slots: no work, no division by zero.
+    assert_eq!(wave_work(&c(0, 0, 1, 132), &big, 4096, 132), 0);
+    assert_eq!(wave_work(&c(0, 5, 1, 0), &big, 4096, 0), 0);
 }
