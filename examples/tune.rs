@@ -26,7 +26,7 @@ struct Args {
     #[arg(long, default_value = "a: f16, b: i4, scale: group(128)")]
     format: String,
     /// Tile configurations `bm,bn,bk,stages[,warp_m]` or `bm,bn,bk,stages[,warp_n],wgmma` separated by
-    /// `;` (`,wgmma`: the Hopper wgmma kernel, warp (bm, warp_n or bn / 4, 64), e.g.
+    /// `;` (`,wgmma`: the Hopper wgmma kernel, warp (bm, warp_n or bn / 4, 64; bn / 8 where bm x bn / 4 > 4096), e.g.
     /// `128,128,64,4,wgmma`), each optionally ending in `,cN` (`ctas_per_sm = N`, e.g.
     /// `16,128,256,3,16,c2`). Empty: the defaults.
     #[arg(long, default_value = "")]
@@ -118,9 +118,15 @@ fn tile_fields(tiles: &str) -> Result<Vec<String>, String> {
                     "tile `{t}`: expected bm,bn,bk,stages[,warp_m] or bm,bn,bk,stages[,warp_n],wgmma"
                 ));
             }
-            // A wgmma tile: warps over all block M rows, warp N given or block N / 4.
+            // A wgmma tile: warps over all block M rows, warp N given or, as gemm! does, block N / 4
+            // (block N / 8 where block M x block N / 4 would exceed 4096).
             let (wm, wn) = if mma == "wgmma" {
-                (v[0], v.get(4).copied().unwrap_or(v[1] / 4))
+                let wn = if v[0] * (v[1] / 4) > 4096 && v[0] * (v[1] / 8) <= 4096 {
+                    v[1] / 8
+                } else {
+                    v[1] / 4
+                };
+                (v[0], v.get(4).copied().unwrap_or(wn))
             } else {
                 (v.get(4).copied().unwrap_or(v[0].min(64)), 64)
             };

@@ -474,9 +474,18 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
         );
         return None;
     };
-    // Omitted warp: (block M, 64, 64), or for wgmma (block M, block N / 4, 64): one warpgroup along N.
+    // Omitted warp: (block M, 64, 64), or for wgmma (block M, block N / 4, 64): one warpgroup along
+    // N; two (block N / 8) where one would keep more than 128 f32 accumulators per thread (block M x
+    // warp N > 4096) and two would not, e.g. (256, 128, 64) -> warp (256, 16, 64).
     let warp = warp.unwrap_or(if mma == Some(Mma::Wgmma) {
-        [block[0], (block[1] / 4).max(1), 64]
+        let one = (block[1] / 4).max(1);
+        let two = (block[1] / 8).max(1);
+        let fits = |wn: u16| block[0] as u32 * wn as u32 <= 4096;
+        [
+            block[0],
+            if !fits(one) && fits(two) { two } else { one },
+            64,
+        ]
     } else {
         [block[0], 64, 64]
     });

@@ -105,6 +105,28 @@ fn model_values() {
     assert_eq!(s.group_size(), Some(32));
 }
 
+/// An omitted `wgmma` warp: one warpgroup along N (block N / 4 channels per warp), or two (block N / 8)
+/// where one would keep more than 128 accumulators per thread.
+#[test]
+fn omitted_wgmma_warp() {
+    let warp = |block: &str| {
+        let s = spec(&format!(
+            "a: f16, b: i4, arch: [sm_90a], tiles: [tile(block = {block}, mma = wgmma)]"
+        ));
+        let t = s.tiles.as_slice()[0];
+        (t.warp_m, t.warp_n, t.warp_k)
+    };
+    assert_eq!(warp("(128, 128, 64)"), (128, 32, 64));
+    assert_eq!(warp("(64, 256, 128)"), (64, 64, 64));
+    assert_eq!(warp("(256, 128, 64)"), (256, 16, 64));
+    assert_eq!(warp("(128, 256, 64)"), (128, 32, 64));
+    // Neither fits: the one-warpgroup warp (128 channels), rejected.
+    assert!(
+        err("a: f16, b: i4, arch: [sm_90a], tiles: [tile(block = (256, 512, 64), mma = wgmma)]")
+            .contains("found (256, 128, 64)")
+    );
+}
+
 /// Validation rules, by message (the span side is covered by the trybuild UI tests).
 #[test]
 fn validation_rules() {
