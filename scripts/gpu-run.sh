@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
 #   bash .gpu/gpu-run.sh [tests|sanitize|races|all] [test name filters, `tests` only]
-# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~310-520 s (sixteenth session: 39 of 40
+# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~310-480 s (sixteenth session: 39 of 40
 # tests within 470 s on a cold kernel cache); near the 10-minute limit of a call, split it with test
 # name filters over two calls (e.g. `tests gpu_matrix`, then `tests gpu_tile gpu_long gpu_stream
 # gpu_atomic gpu_cluster gpu_batch gpu_dependent`). `sanitize` takes an estimated ~4 minutes
@@ -38,9 +38,9 @@ sanitize() {
 races() {
   t=$(ls .gpu/gpu_correctness-* | head -n 1)
   for tool in racecheck synccheck; do
-    echo "== compute-sanitizer $tool (gpu_cluster_split_k, gpu_stream_k, gpu_atomic_split_k, gpu_tile_kind_3/7/11/13/16, HUMMING_GPU_QUICK=1)"
+    echo "== compute-sanitizer $tool (gpu_cluster_split_k, gpu_stream_k, gpu_atomic_split_k, gpu_tile_kind_3/7/11/13/16/17, HUMMING_GPU_QUICK=1)"
     HUMMING_GPU_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 --nocapture \
-      gpu_cluster_split_k gpu_stream_k gpu_atomic_split_k gpu_tile_kind_3 gpu_tile_kind_7 gpu_tile_kind_11 gpu_tile_kind_13 gpu_tile_kind_16 2>&1 | tee "$out/$tool.log" | tail -n 6; s=${PIPESTATUS[0]}
+      gpu_cluster_split_k gpu_stream_k gpu_atomic_split_k gpu_tile_kind_3 gpu_tile_kind_7 gpu_tile_kind_11 gpu_tile_kind_13 gpu_tile_kind_16 gpu_tile_kind_17 2>&1 | tee "$out/$tool.log" | tail -n 6; s=${PIPESTATUS[0]}
     [ "$s" = 0 ] || rc=1
   done
 }
