@@ -760,77 +760,22 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// `wgmma` tiles the first, or a later one of fewer K splits and no fewer CTAs
     /// ([`fewest_splits_single_wave`]), for `mma.sync` tiles the
     /// one of most CTAs, the first of equals ([`fullest_single_wave`]); where none fits, the last of
-    /// them. Where M exceeds the largest `block_m` and that tile is `wgmma`, the pick among the
-    /// `wgmma` tiles of half that `block_m` replaces the largest tiles' pick if its launch gives the
-    /// busiest SM less work ([`least_wave_work`]).
+    /// them. Where that is a `wgmma` tile of 256 rows or more, the pick among the `wgmma` tiles of
+    /// half its `block_m` replaces it if its launch gives the busiest SM less work
+    /// ([`least_wave_work`]; the larger tile on equal work). See [`select_launch_tile`].
     pub fn select_tile(&self, m: usize, n: usize, k: usize) -> TileConfig {
         self.tiles[self.select_index(m, n, k)].tile
     }
 
     fn select_index(&self, m: usize, n: usize, k: usize) -> usize {
         // (No allocation: this runs on every launch.)
-        let first = select_tile_index_in(self.tiles.iter().map(|l| &l.tile), m);
-        let pick = self.select_among_block_m(first, m, n, k);
-        // Past the largest block M (of `wgmma` tiles, where it was measured) every tile runs several
-        // row blocks: the `wgmma` tiles of half that block M (their own pick) replace it where their
-        // launch gives the busiest SM less work ([`least_wave_work`]).
-        let Some(f) = self.tiles.get(first).map(|l| l.tile) else {
-            return pick;
-        };
-        if m <= f.block_m as usize || f.mma != Mma::Wgmma {
-            return pick;
-        }
-        let Some(h) = self
-            .tiles
-            .iter()
-            .position(|l| l.tile.block_m == f.block_m / 2 && l.tile.mma == Mma::Wgmma)
-        else {
-            return pick;
-        };
-        let alt = self.select_among_block_m(h, m, n, k);
-        let candidate = |index: usize| {
-            let t = self.tiles[index].tile;
-            let tiles = output_tiles(&t, m, n);
-            (
-                WaveCandidate {
-                    index,
-                    tiles,
-                    ctas: tiles.saturating_mul(self.splits_for(&t, m, n, k)),
-                    slots: self.sms.saturating_mul(self.tiles[index].ctas_per_sm),
-                },
-                t,
-            )
-        };
-        least_wave_work(&[candidate(pick), candidate(alt)], k, self.sms).unwrap_or(pick)
-    }
-
-    /// Among the tiles of the `block_m` and kind of tile `first`, the one used for this launch: see
-    /// [`Gemm::select_tile`].
-    fn select_among_block_m(&self, first: usize, m: usize, n: usize, k: usize) -> usize {
-        let Some(f) = self.tiles.get(first).map(|l| l.tile) else {
-            return first;
-        };
-        let candidates = self
-            .tiles
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| {
-                l.tile.block_m == f.block_m && (l.tile.mma == Mma::Wgmma) == (f.mma == Mma::Wgmma)
-            })
-            .map(|(index, l)| {
-                let tiles = output_tiles(&l.tile, m, n);
-                WaveCandidate {
-                    index,
-                    tiles,
-                    ctas: tiles.saturating_mul(self.splits_for(&l.tile, m, n, k)),
-                    slots: self.sms.saturating_mul(l.ctas_per_sm),
-                }
-            });
-        if f.mma == Mma::Wgmma {
-            fewest_splits_single_wave_in(candidates, self.sms).unwrap_or(first)
-        } else {
-            fullest_single_wave_in(candidates, self.sms).unwrap_or(first)
-        }
+        select_launch_tile(
+            &self.tiles,
+            |l| (l.tile, l.ctas_per_sm),
+            self.sms,
+            (m, n, k),
+            |t| self.splits_for(t, m, n, k),
+        )
     }
 
     /// Packs quantized weights into the kernel layout and uploads them.
@@ -1296,7 +1241,8 @@ pub fn choose_splits(
         .unwrap_or(1)
 }
 
-/// One tile's launch, a candidate of [`fewest_splits_single_wave`] or [`fullest_single_wave`].
+/// One tile's launch, a candidate of [`fewest_splits_single_wave`], [`fullest_single_wave`] or
+/// [`least_wave_work`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaveCandidate {
     /// Index of the tile in [`Gemm::tiles`] (the tiles loaded on this device; they may be fewer than
@@ -1324,14 +1270,17 @@ pub fn wave_work(c: &WaveCandidate, t: &TileConfig, k: usize, sms: usize) -> u12
     let k_per_cta = k.div_ceil(bk).div_ceil(splits) as u128 * bk as u128;
     let waves = c.ctas.div_ceil(c.slots) as u128;
     let per_sm = (c.slots / sms).max(1) as u128;
-    waves * per_sm * t.block_m as u128 * t.block_n as u128 * k_per_cta
+    waves
+        .saturating_mul(per_sm)
+        .saturating_mul(t.block_m as u128 * t.block_n as u128)
+        .saturating_mul(k_per_cta)
 }
 
 /// Of `candidates` (each a launch and its tile), the index of the one of least [`wave_work`], the
 /// first of equals; `None` for an empty list.
 ///
-/// Used where M needs several row blocks of the largest tile: between the largest tiles' pick and
-/// that of the tiles of half their `block_m`. H200, W4A16 g128 (sixteenth session,
+/// Used between the pick among `wgmma` tiles of 256 rows or more and that among the tiles of half
+/// their `block_m` ([`select_launch_tile`]). H200, W4A16 g128 (sixteenth session,
 /// `perf/2026-11-30p_h200_tune.log`), (256, 128, 64) (one CTA per SM) against the 128-row tiles:
 /// 28672 x 4096, M = 384: 448 CTAs in 4 waves against 672 CTAs of (128, 128, 64) in 3 waves of two
 /// per SM, 193.2 against 157.8 us (the model: 4 x 256 against 3 x 2 x 128 rows); at M = 512 (4 waves
@@ -1430,18 +1379,83 @@ fn fewest_splits_single_wave_in(
     })
 }
 
-/// Index of the tile used for `m` rows: the smallest `block_m` that covers `m`, else the largest
-/// `block_m`; among equal `block_m` a [`Mma::Wgmma`] tile (the list holds only tiles the GPU can run),
-/// then the first. 0 for an empty list.
+/// Index of the tile a launch of `m` rows of `[n, k]` weights uses ([`Gemm::select_tile`]), among
+/// `tiles` (`of` gives each one's configuration and resident CTAs per SM) on `sms` multiprocessors,
+/// with `splits(t)` K splits for a launch of tile `t`: the tiles of [`select_tile_index`]'s
+/// `block_m` and kind; among several, for `wgmma` tiles [`fewest_splits_single_wave`], for `mma.sync`
+/// tiles [`fullest_single_wave`]. Where that is a `wgmma` tile of 256 rows or more and `wgmma` tiles
+/// of half its `block_m` exist, their pick (by the same rule) replaces it if its launch gives the
+/// busiest SM fewer multiply-adds ([`least_wave_work`]; the larger tile on equal work). 0 for an
+/// empty list. Pure: no GPU needed.
+pub fn select_launch_tile<L>(
+    tiles: &[L],
+    of: impl Fn(&L) -> (TileConfig, usize),
+    sms: usize,
+    (m, n, k): (usize, usize, usize),
+    splits: impl Fn(&TileConfig) -> usize,
+) -> usize {
+    let candidate = |index: usize| {
+        let (t, per_sm) = of(&tiles[index]);
+        let count = output_tiles(&t, m, n);
+        (
+            WaveCandidate {
+                index,
+                tiles: count,
+                ctas: count.saturating_mul(splits(&t)),
+                slots: sms.saturating_mul(per_sm),
+            },
+            t,
+        )
+    };
+    // The pick among the tiles of the block M and kind of tile `first`.
+    let among = |first: usize| {
+        let Some((f, _)) = tiles.get(first).map(&of) else {
+            return first;
+        };
+        let wgmma = f.mma == Mma::Wgmma;
+        let group = (0..tiles.len())
+            .filter(|&i| {
+                let t = of(&tiles[i]).0;
+                t.block_m == f.block_m && (t.mma == Mma::Wgmma) == wgmma
+            })
+            .map(|i| candidate(i).0);
+        if wgmma {
+            fewest_splits_single_wave_in(group, sms).unwrap_or(first)
+        } else {
+            fullest_single_wave_in(group, sms).unwrap_or(first)
+        }
+    };
+    let first = select_tile_index_in(tiles.iter().map(|l| of(l).0), m);
+    let pick = among(first);
+    let Some((f, _)) = tiles.get(first).map(&of) else {
+        return pick;
+    };
+    // Measured with the (256, 128, 64) tile against the 128-row ones (sixteenth session); other
+    // block M are left to the rules above.
+    if f.mma != Mma::Wgmma || f.block_m < 256 {
+        return pick;
+    }
+    let Some(h) = tiles.iter().position(|l| {
+        let t = of(l).0;
+        t.block_m == f.block_m / 2 && t.mma == Mma::Wgmma
+    }) else {
+        return pick;
+    };
+    let alt = among(h);
+    least_wave_work(&[candidate(pick), candidate(alt)], k, sms).unwrap_or(pick)
+}
+
+/// Index of the tile whose `block_m` and kind a launch of `m` rows starts from ([`select_launch_tile`]
+/// then chooses among that tile's group and, past 128 rows, against the half-height `wgmma` tiles):
+/// the smallest `block_m` that covers `m`, else the largest `block_m`; among equal `block_m` a
+/// [`Mma::Wgmma`] tile (the list holds only tiles the GPU can run), then the first. 0 for an empty
+/// list.
 pub fn select_tile_index(tiles: &[TileConfig], m: usize) -> usize {
-    select_tile_index_in(tiles.iter(), m)
+    select_tile_index_in(tiles.iter().copied(), m)
 }
 
 /// [`select_tile_index`] over any (cloneable) sequence of tiles.
-fn select_tile_index_in<'a>(
-    tiles: impl Iterator<Item = &'a TileConfig> + Clone,
-    m: usize,
-) -> usize {
+fn select_tile_index_in(tiles: impl Iterator<Item = TileConfig> + Clone, m: usize) -> usize {
     let plain = |t: &TileConfig| t.mma != Mma::Wgmma;
     let covering = tiles
         .clone()

@@ -3,7 +3,7 @@
 use humming_runtime::Error;
 use humming_runtime::cuda::{
     LaunchShape, WaveCandidate, check_launch, fewest_splits_single_wave, fullest_single_wave,
-    least_wave_work, select_tile_index, wave_work,
+    least_wave_work, select_launch_tile, select_tile_index, wave_work,
 };
 use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
 
@@ -215,8 +215,9 @@ fn tile_selection_by_m() {
     assert_eq!(select_tile_index(&mixed, 5000), 4);
     let first = [wg(64), t(64)];
     assert_eq!(select_tile_index(&first, 100), 0);
-    // The default tiles on Hopper: the 128-row wgmma tiles up to M = 128, the 256-row tile (warps of
-    // 16 channels) above, also past 256 rows (two or more row blocks).
+    // The default tiles on Hopper: a launch starts from the 128-row wgmma tiles up to M = 128, from
+    // the 256-row tile (warps of 16 channels) above, also past 256 rows (select_launch_tile may then
+    // take a 128-row tile: several_row_blocks_take_the_tile_of_least_work_per_sm).
     let defaults =
         humming_runtime::spec::codegen::tiles_of(&spec("a: f16, b: i4, scale: group(128)"));
     let rows = |m: usize| {
@@ -486,6 +487,54 @@ fn several_row_blocks_take_the_tile_of_least_work_per_sm() {
         wave_work(&b, &t(128, 128), 4096, 132)
     );
     assert_eq!(least_wave_work(&[], 4096, 132), None);
+    // The whole choice on the default tiles, as a launch on 132 SMs makes it (split-K on, automatic
+    // splits, CTAs per SM from the code generator's launch bounds): the launches measured on the H200
+    // (sixteenth session).
+    let s = spec("a: f16, b: i4, scale: group(128)");
+    let tiles: Vec<(TileConfig, usize)> = humming_runtime::spec::codegen::tiles_of(&s)
+        .into_iter()
+        .map(|t| {
+            let per_sm = humming_runtime::spec::codegen::min_blocks_per_sm(&s, &t) as usize;
+            (t, per_sm)
+        })
+        .collect();
+    let launch = |m: usize, n: usize, k: usize| {
+        let i = select_launch_tile(
+            &tiles,
+            |x| *x,
+            132,
+            (m, n, k),
+            |t| {
+                let per_sm = tiles.iter().find(|x| x.0 == *t).map_or(1, |x| x.1);
+                humming_runtime::cuda::choose_splits(t, m, n, k, 132, per_sm)
+            },
+        );
+        let t = tiles[i].0;
+        (t.block_m, t.block_k)
+    };
+    for (n, k) in [(4096, 4096), (8192, 8192), (28672, 4096), (4096, 14336)] {
+        for m in [160, 192, 256, 512] {
+            assert_eq!(launch(m, n, k), (256, 64), "{n} x {k}, M = {m}");
+        }
+        assert_eq!(launch(128, n, k).0, 128, "{n} x {k}, M = 128");
+    }
+    // 28672 x 4096, M = 384 and 640: the two-CTA (128, 128, 64) tile (193.2 -> 153.8, 290.3 -> 276.8 us).
+    assert_eq!(launch(384, 28672, 4096), (128, 64));
+    assert_eq!(launch(640, 28672, 4096), (128, 64));
+    assert_eq!(launch(384, 8192, 8192), (256, 64));
+    // An empty list, and a list whose largest tile is mma.sync: the rules of select_tile_index.
+    let none: [(TileConfig, usize); 0] = [];
+    assert_eq!(
+        select_launch_tile(&none, |x| *x, 132, (5, 64, 64), |_| 1),
+        0
+    );
+    let sync: Vec<(TileConfig, usize)> = tiles
+        .iter()
+        .copied()
+        .filter(|x| x.0.mma == Mma::Sync)
+        .collect();
+    let i = select_launch_tile(&sync, |x| *x, 132, (1000, 4096, 4096), |_| 1);
+    assert_eq!(sync[i].0.block_m, 64);
     // No CTAs or no slots: no work, no division by zero.
     assert_eq!(wave_work(&c(0, 0, 1, 132), &big, 4096, 132), 0);
     assert_eq!(wave_work(&c(0, 5, 1, 0), &big, 4096, 0), 0);

@@ -1009,11 +1009,13 @@ fn tile_kind(index: usize, tile: &str, sm90a: bool) {
     } else {
         (&[1, 5, 17, 33, 100, 130], &[192, 576, 4096], &[576, 4096])
     };
-    // 256-row tiles: also two row blocks, the second partial.
-    let ms: &[usize] = if tile.starts_with("(256,") && !quick() {
-        &[1, 17, 130, 300]
-    } else {
-        ms
+    // 256-row tiles (warps of 16 channels): also two row blocks, the second partial, in the quick set
+    // too (the sanitizers run it).
+    let rows256 = tile.starts_with("(256,");
+    let ms: &[usize] = match (rows256, quick()) {
+        (true, true) => &[5, 300],
+        (true, false) => &[1, 17, 130, 300],
+        _ => ms,
     };
     let mut outcome = Outcome {
         worst: 0.0,
@@ -1030,8 +1032,13 @@ fn tile_kind(index: usize, tile: &str, sm90a: bool) {
     ];
     // Two or three CTAs of the 8-bit format's stages do not fit an SM: `ctas_per_sm` rejects it (a
     // compile error, tests/ui/tile_ctas_per_sm_shared_memory.rs).
+    // The quarter-unit path of warps of 16 channels (dequant.cuh, quarter_slab) moves each code width
+    // its own way: 1 bit and 7 (4 + 2 + 1) as well there.
+    let quarters = [(1, Zp::Symmetric, 128, false), (7, Zp::Integer, 64, true)];
+    let extra: &[(u32, Zp, u32, bool)] = if rows256 { &quarters } else { &[] };
     let formats = formats
         .iter()
+        .chain(extra)
         .filter(|f| !(tile.contains("ctas_per_sm") && f.0 == 8));
     // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!); three CTAs of the
     // 8-row tile fit sm_90's shared memory, not sm_80's.

@@ -46,7 +46,8 @@ pub const HEADERS: &[(&str, &str)] = &[
 ];
 
 /// Default tile configurations when a declaration fixes none, picked at run time by M (the smallest
-/// `block_m` that covers M wins; among equals a `wgmma` tile where the GPU has it). The 8- and 16-row
+/// `block_m` that covers M wins, among equals a `wgmma` tile where the GPU has it; the runtime's
+/// `select_launch_tile` has the whole rule). The 8- and 16-row
 /// tiles run the "swap AB" `mma.sync` path (weights as the mma's A operand, group scales on the f32
 /// accumulators; see `gemm.cuh`); of the two 16-row tiles, both of 8 warps (256 deep), the runtime
 /// takes the one compiled for one CTA per SM when its launch fits one wave, else the one compiled
@@ -57,7 +58,8 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// 32 channels, two warpgroups along K, one CTA per SM) where the launch fits one wave with at most
 /// one output tile per SM, else over 256; 128 rows over 128 channels (warps of 32 channels; two
 /// warpgroups along K and one CTA per SM under the same condition, else one warpgroup and two CTAs
-/// per SM); 256 rows over 128 channels (warps of 16 channels, one CTA per SM) for M > 128; every
+/// per SM); 256 rows over 128 channels (warps of 16 channels, one CTA per SM) for M > 128, unless
+/// a 128-row tile's launch gives the busiest SM less work (e.g. 28672 x 4096, M = 384); every
 /// `wgmma` tile here has a producer warpgroup ([`TileConfig::producer_warpgroup`]).
 /// The `mma.sync` tiles of 32 and 64 rows serve M > 16 elsewhere.
 /// Chosen from sweeps on the H200 (`examples/tune.rs`, PERFORMANCE.md).
@@ -121,7 +123,9 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         // (153 instructions per stage against 220 for the same tensor work). Serves M > 128. H200,
         // W4A16 g128, M = 256 (sixteenth session, `perf/2026-11-30p_h200_tune.log`): 4096 x 4096
         // 17.5 -> 17.0 us, 8192 x 8192 51.8 -> 49.2, 28672 x 4096 101.0 -> 88.5, 4096 x 14336
-        // 47.2 -> 44.0; (256, 64, 128) and (256, 64, 64) at two CTAs per SM were slower.
+        // 47.2 -> 44.0; (256, 64, 128) and (256, 64, 64) at two CTAs per SM were slower. Past 128
+        // rows the runtime compares it with the 128-row tiles' pick by the work per SM of their
+        // launches (`least_wave_work`).
         tiles.push(t(256, 128, 64, 256, 16, 4, Mma::Wgmma));
     }
     tiles
