@@ -26,8 +26,8 @@ struct Args {
     #[arg(long, default_value = "a: f16, b: i4, scale: group(128)")]
     format: String,
     /// Tile configurations `bm,bn,bk,stages[,warp_m]` or `bm,bn,bk,stages[,warp_n],wgmma` separated by
-    /// `;` (`,wgmma`: the Hopper wgmma kernel, warp (bm, warp_n or bn / 4, 64; bn / 8 where bm x bn / 4 > 4096), e.g.
-    /// `128,128,64,4,wgmma`), each optionally ending in `,cN` (`ctas_per_sm = N`, e.g.
+    /// `;` (`,wgmma`: the Hopper wgmma kernel, warp (bm, warp_n, 64), or gemm!'s default without
+    /// warp_n, e.g. `128,128,64,4,wgmma`), each optionally ending in `,cN` (`ctas_per_sm = N`, e.g.
     /// `16,128,256,3,16,c2`). Empty: the defaults.
     #[arg(long, default_value = "")]
     tiles: String,
@@ -118,22 +118,18 @@ fn tile_fields(tiles: &str) -> Result<Vec<String>, String> {
                     "tile `{t}`: expected bm,bn,bk,stages[,warp_m] or bm,bn,bk,stages[,warp_n],wgmma"
                 ));
             }
-            // A wgmma tile: warps over all block M rows, warp N given or, as gemm! does, block N / 4
-            // (block N / 8 where block M x block N / 4 would exceed 4096).
-            let (wm, wn) = if mma == "wgmma" {
-                let wn = if v[0] * (v[1] / 4) > 4096 && v[0] * (v[1] / 8) <= 4096 {
-                    v[1] / 8
-                } else {
-                    v[1] / 4
-                };
-                (v[0], v.get(4).copied().unwrap_or(wn))
-            } else {
-                (v.get(4).copied().unwrap_or(v[0].min(64)), 64)
+            // A wgmma tile: warps over all block M rows, warp N given, else gemm!'s default (block N / 4,
+            // or block N / 8 where that would exceed 128 accumulators per thread). An mma.sync tile:
+            // warp M given, else min(block M, 64).
+            let warp = match (mma, v.get(4)) {
+                ("wgmma", Some(wn)) => format!(", warp = ({}, {wn}, 64)", v[0]),
+                ("wgmma", None) => String::new(),
+                (_, wm) => format!(", warp = ({}, 64, 64)", wm.copied().unwrap_or(v[0].min(64))),
             };
             // A kernel whose only tile is wgmma targets sm_90a alone (a rule of gemm!).
             let arch = if mma == "wgmma" { ", arch: [sm_90a]" } else { "" };
             Ok(format!(
-                "{arch}, tiles: [tile(block = ({}, {}, {}), warp = ({wm}, {wn}, 64), stages = {}, mma = {mma}{ctas})]",
+                "{arch}, tiles: [tile(block = ({}, {}, {}){warp}, stages = {}, mma = {mma}{ctas})]",
                 v[0], v[1], v[2], v[3]
             ))
         })
