@@ -135,31 +135,8 @@ fn checked_rows(rng: &mut Rng, m: usize) -> Vec<usize> {
     rows
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_case<T: Element>(
-    stream: &Arc<cudarc::driver::CudaStream>,
-    gemm: &Gemm<T, T>,
-    w: &QuantizedWeights,
-    w_ref: &[f64],
-    dw: &cuda::DeviceWeights,
-    m: usize,
-    rng: &mut Rng,
-    label: &str,
-) -> (f64, Vec<u16>) {
-    run_case_opts(
-        stream,
-        gemm,
-        w,
-        w_ref,
-        dw,
-        m,
-        rng,
-        label,
-        CaseOpts::default(),
-    )
-}
-
-/// How [`run_case_opts`] places C and checks it.
+/// How [`run_case`] places C and checks it (`CaseOpts::default()`: C 16-byte aligned, a sample of
+/// its rows checked).
 #[derive(Clone, Copy, Default)]
 struct CaseOpts {
     /// Elements between a 16-byte boundary and the start of C (even: C stays 4-byte aligned).
@@ -168,9 +145,10 @@ struct CaseOpts {
     all_rows: bool,
 }
 
-/// [`run_case`] with C placed and checked as `opts` says.
+/// One launch of `gemm` on fresh random A (and bias), C poisoned first and placed as `opts` says,
+/// checked against the f64 reference.
 #[allow(clippy::too_many_arguments)]
-fn run_case_opts<T: Element>(
+fn run_case<T: Element>(
     stream: &Arc<cudarc::driver::CudaStream>,
     gemm: &Gemm<T, T>,
     w: &QuantizedWeights,
@@ -302,7 +280,17 @@ fn config_cases<T: Element>(
             let dw = gemm.upload(&w).expect("upload weights");
             for &m in ms {
                 let label = format!("{kname} M={m} N={n} K={k}");
-                let (e, _) = run_case(stream, &gemm, &w, &w_ref, &dw, m, rng, &label);
+                let (e, _) = run_case(
+                    stream,
+                    &gemm,
+                    &w,
+                    &w_ref,
+                    &dw,
+                    m,
+                    rng,
+                    &label,
+                    CaseOpts::default(),
+                );
                 assert!(e <= tol, "{label}: relative error {e:.3e} > {tol:.0e}");
                 worst = worst.max(e);
                 cases += 1;
@@ -583,8 +571,17 @@ fn gpu_cluster_split_k() {
                         let label =
                             format!("{tile} {zp:?} g{g} M={m} splits={splits} cluster={cluster}");
                         let mut r = rng.clone();
-                        let (e, bits) =
-                            run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                        let (e, bits) = run_case(
+                            &stream,
+                            &gemm,
+                            &w,
+                            &w_ref,
+                            &dw,
+                            m,
+                            &mut r,
+                            &label,
+                            CaseOpts::default(),
+                        );
                         assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                         worst = worst.max(e);
                         cases += 1;
@@ -665,12 +662,31 @@ fn gpu_stream_k() {
                         let label =
                             format!("{tile} w{bits} {zp:?} g{g} M={m} K={k} stream-K G={g_used:?}");
                         let mut r = rng.clone();
-                        let (e, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, &label);
+                        let (e, _) = run_case(
+                            &stream,
+                            &gemm,
+                            &w,
+                            &w_ref,
+                            &dw,
+                            m,
+                            &mut r,
+                            &label,
+                            CaseOpts::default(),
+                        );
                         assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                         gemm.set_stream_k(None);
                         assert_eq!(gemm.stream_k_ctas(m, n, k), None);
-                        let (e_off, _) =
-                            run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
+                        let (e_off, _) = run_case(
+                            &stream,
+                            &gemm,
+                            &w,
+                            &w_ref,
+                            &dw,
+                            m,
+                            &mut rng,
+                            &label,
+                            CaseOpts::default(),
+                        );
                         assert!(
                             e_off <= 1e-2,
                             "{label} (stream-K off): relative error {e_off:.3e}"
@@ -738,7 +754,17 @@ fn gpu_atomic_split_k() {
                         !gemm.uses_atomic_c(m, n, k),
                         "{label}: mma.sync tile atomic"
                     );
-                    let (e, _) = run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
+                    let (e, _) = run_case(
+                        &stream,
+                        &gemm,
+                        &w,
+                        &w_ref,
+                        &dw,
+                        m,
+                        &mut rng,
+                        &label,
+                        CaseOpts::default(),
+                    );
                     assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                     worst = worst.max(e);
                     cases += 1;
@@ -801,6 +827,7 @@ fn gpu_atomic_split_k() {
                     m,
                     &mut rng,
                     &label,
+                    CaseOpts::default(),
                 );
                 assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                 let label = format!("{tile} M={m} K={k} splits={splits} atomic");
@@ -810,7 +837,7 @@ fn gpu_atomic_split_k() {
                 };
                 let run = |opts: CaseOpts, label: &str| {
                     let mut r = rng.clone(); // the same A in every run of the case
-                    run_case_opts(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, label, opts)
+                    run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, label, opts)
                 };
                 let (e, bits) = run(every, &label);
                 assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
