@@ -480,9 +480,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// `run_strided`'s chunks do.
     fn split_mode(&self, t: &LoadedTile, m: usize, n: usize, k: usize) -> SplitMode {
         let (stream_k, splits) = self.launch_splits(t, m, n, k);
-        let atomic_c = !self
-            .deterministic
-            .load(std::sync::atomic::Ordering::Relaxed)
+        let atomic_c = !self.deterministic()
             && splits > 1
             && stream_k.is_none()
             && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile);
