@@ -365,16 +365,21 @@ struct Gemm {
     }
   }
 
+  // A CTA that claimed the zeroing of its tile's C (lock word 1): the compute threads zero it, then
+  // thread 0 releases it (word 2).
+  __device__ __forceinline__ static void zero_c_tile_and_release_cta(const GemmParams& p, int tile, int m0, int n0) {
+    zero_c_tile_cta(p, m0, n0);
+    sync_compute();
+    if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+  }
+
   // Split 0's claim at its start, staged (wgmma) tiles: the compute threads zero the tile if nobody
   // has, then thread 0 releases it. (Two barriers of the compute threads while the first stages load.)
   __device__ __forceinline__ static void claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
     __shared__ int s_claim;
     if (threadIdx.x == 0) s_claim = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
     sync_compute();
-    if (!s_claim) return;
-    zero_c_tile_cta(p, m0, n0);
-    sync_compute();
-    if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+    if (s_claim) zero_c_tile_and_release_cta(p, tile, m0, n0);
   }
 
   // A staged tile's wait, at its tail, until its C is zeroed (claiming the zeroing if nobody has: the
@@ -391,11 +396,7 @@ struct Gemm {
       s_zero = v < 2 ? 1 : 2;
     }
     sync_compute();
-    if (s_zero == 1) {
-      zero_c_tile_cta(p, m0, n0);
-      sync_compute();
-      if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
-    }
+    if (s_zero == 1) zero_c_tile_and_release_cta(p, tile, m0, n0);
   }
 
   // The split-K tail of the swap-AB mma.sync tiles, in the last split's CTA: every thread (not only the
