@@ -320,6 +320,10 @@ __device__ __forceinline__ void red_add_f16x8(void* addr, u32 a, u32 b, u32 c, u
   asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 12), "r"(d) : "memory");
 #endif
 }
+// Relaxed atomic add without a result (wraps modulo 2^32).
+__device__ __forceinline__ void red_add_u32(int* addr, u32 v) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
 __device__ __forceinline__ void red_add_f16x2(void* addr, u32 v) {
   asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
 }

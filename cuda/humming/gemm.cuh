@@ -339,10 +339,14 @@ struct Gemm {
   }
 
   // kFlagAtomicC: each output tile's lock word goes 0 (before the launch) -> 1 (a CTA claimed the
-  // zeroing of the tile's C) -> 2 (zeroed, released) -> 2 + 1, ... (splits done adding) -> 0 (reset by
-  // the last split). Split 0 claims the zeroing at its start (its compute threads, zero_c_tile_cta; long
-  // before any split ends); a split that ends and finds the word still 0 claims it itself, so that no
-  // CTA waits for a CTA that may not be resident yet (a CTA waits only while a resident one zeroes).
+  // zeroing of the tile's C) -> 2 (zeroed, released); then every split, once it has added its outputs,
+  // adds its share of -2 without waiting for a result (split 0 -(splits + 1), the others 1, modulo 2^32:
+  // the word reads 2 or more, as an unsigned number, until the last share brings it back to 0 for the
+  // next launch). So no CTA waits at its end for an atomic's answer (a red, not an atom; on the H200
+  // that and the early read of the word below took 0.9-2.0 us off atomic launches). Split 0 claims the
+  // zeroing at its start (its compute threads, zero_c_tile_cta; long before any split ends); a split
+  // that ends and finds the word still 0 claims it itself, so that no CTA waits for a CTA that may not
+  // be resident yet (a CTA waits only while a resident one zeroes).
 
   // The rows < M and channels < N of this launch's tile in C, zeroed by the compute threads in chunks of
   // 8 channels as the staged epilogue writes them (16-byte stores where C allows, else 4-byte ones: N
@@ -373,25 +377,29 @@ struct Gemm {
     if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
   }
 
-  // Split 0's claim at its start, staged (wgmma) tiles: the compute threads zero the tile if nobody
-  // has, then thread 0 releases it. (Two barriers of the compute threads while the first stages load.)
-  __device__ __forceinline__ static void claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
+  // Split 0's claim at its start: the compute threads zero the tile if nobody has, then thread 0
+  // releases it. (Two barriers of the compute threads while the first stages load.) Returns whether
+  // this CTA zeroed it (its tail then need not wait).
+  __device__ __forceinline__ static bool claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
     __shared__ int s_claim;
     if (threadIdx.x == 0) s_claim = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
     sync_compute();
-    if (s_claim) zero_c_tile_and_release_cta(p, tile, m0, n0);
+    const bool claimed = s_claim != 0;
+    if (claimed) zero_c_tile_and_release_cta(p, tile, m0, n0);
+    return claimed;
   }
 
-  // A staged tile's wait, at its tail, until its C is zeroed (claiming the zeroing if nobody has: the
-  // compute threads zero it and thread 0 releases it).
-  __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0) {
+  // The wait, at a tail, until the tile's C is zeroed (claiming the zeroing if nobody has: the compute
+  // threads zero it and thread 0 releases it). `seen`: thread 0's acquire load of the lock word, issued
+  // before the tail's other work so that its L2 round trip overlaps it.
+  __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0, int seen) {
     __shared__ int s_zero;  // 1: this CTA zeroes the tile; 2: it is zeroed
     if (threadIdx.x == 0) {
-      int v = ld_acquire_gpu(p.locks + tile);
+      u32 v = static_cast<u32>(seen);  // (0 free, 1 claimed, 2 or more zeroed: unsigned)
       while (v < 2) {
         if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;
         if (v == 1) __nanosleep(64);
-        v = ld_acquire_gpu(p.locks + tile);
+        v = static_cast<u32>(ld_acquire_gpu(p.locks + tile));
       }
       s_zero = v < 2 ? 1 : 2;
     }
@@ -448,12 +456,15 @@ struct Gemm {
   // The staged epilogue (kStaged): `holds` = this thread's accumulators are part of the tile (kw == 0,
   // channels below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
   // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
-  // kRed (kFlagAtomicC, one split of `splits` of output tile `tile`): the outputs are added to C with
-  // f16 atomics once the tile's C is zeroed (await_zeroed_c_cta), and the split then counts itself done.
+  // kRed (kFlagAtomicC, split `split` of the `splits` of output tile `tile`): the outputs are added to C
+  // with f16 atomics once the tile's C is zeroed: by this CTA (`zeroed_here`), else awaited
+  // (await_zeroed_c_cta, from thread 0's early read `seen` of the lock word); then the split adds its
+  // share to the lock word.
   template <bool kRed = false>
   __device__ __forceinline__ static void staged_epilogue(const GemmParams& p, const float (&acc)[kMTiles][kAccN][4],
                                                          bool holds, int wm, int wn, int lane, int m0, int n0, int rank,
-                                                         int ranks, int tile = 0, int splits = 1) {
+                                                         int ranks, int tile = 0, int split = 0, int splits = 1,
+                                                         bool zeroed_here = false, int seen = 0) {
     extern __shared__ __align__(128) char smem[];
     sync_compute();  // the pipeline buffers (and the K-warp reduction's) are free
     if (holds) {
@@ -463,8 +474,8 @@ struct Gemm {
         for (int j = 0; j < 4; ++j)
           reinterpret_cast<float*>(smem)[(wm * Tl::WM + swapped_row(i, j, lane)) * kStageLd + wn * Tl::WN + swapped_col(i, j, lane)] = acc[0][i][j];
     }
-    if constexpr (kRed) {
-      await_zeroed_c_cta(p, tile, m0, n0);  // (its barriers also order the shared tile's stores)
+    if (kRed && !zeroed_here) {
+      await_zeroed_c_cta(p, tile, m0, n0, seen);  // (its barriers also order the shared tile's stores)
     } else if (ranks > 1) {
       cluster_sync();
     } else {
@@ -525,8 +536,8 @@ struct Gemm {
       }
     }
     if constexpr (kRed) {
-      // Done: the last of the splits (the word went 2 -> 2 + splits) resets it for the next launch.
-      if (threadIdx.x == 0 && atomic_add_acq_rel_gpu(p.locks + tile, 1) == splits + 1) p.locks[tile] = 0;
+      // Done (nobody waits for it): this split's share of the -2 that brings the word back to 0.
+      if (threadIdx.x == 0) red_add_u32(p.locks + tile, split == 0 ? 0u - static_cast<u32>(splits + 1) : 1u);
     } else if (ranks > 1) {
       cluster_sync();  // no CTA leaves while another may still read its shared tile
     }
@@ -705,11 +716,14 @@ struct Gemm {
       }
     }
 
+    // kFlagAtomicC: this launch adds its K splits into C (not with stream-K or a cluster).
+    const bool atomic_c = kAtomicC && seg.splits > 1 &&
+                          (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC;
+    bool zeroed_here = false;
     if constexpr (kAtomicC) {
       // (After griddepcontrol.wait: the previous kernel may still read this C.)
-      if ((p.flags & (kFlagAtomicC | kFlagAtomicNoStartClaim | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC &&
-          seg.split == 0 && seg.splits > 1) {
-        claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
+      if (atomic_c && (p.flags & kFlagAtomicNoStartClaim) == 0 && seg.split == 0) {
+        zeroed_here = claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
       }
     }
 
@@ -878,6 +892,12 @@ struct Gemm {
         }
       }
     }
+    // kFlagAtomicC: thread 0 reads the tile's lock word now (acquire), so that its L2 round trip
+    // overlaps the last tensor work, the K-warp sum and the staging of the tile.
+    int lock_seen = 0;
+    if constexpr (kAtomicC) {
+      if (atomic_c && !zeroed_here && threadIdx.x == 0) lock_seen = ld_acquire_gpu(p.locks + seg.tile);
+    }
     if constexpr (!kTma) cp_async_wait<0>();
     if constexpr (kWgmma) wgmma_wait<0>();
     // The next kernel may start (and stream its first weights) once every CTA here is past its main
@@ -934,8 +954,9 @@ struct Gemm {
     // batches of up to 8 per thread (a batch costs about one L2 round trip). Then it writes C: through
     // the staged epilogue where the tile has one (kStaged), else through the ordinary one below.
     if constexpr (kAtomicC) {
-      if (seg.splits > 1 && (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC) {
-        staged_epilogue<true>(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1, seg.tile, seg.splits);
+      if (atomic_c) {
+        staged_epilogue<true>(p, acc, kw == 0 && n_valid, wm, wn, lane, m0, n0, 0, 1, seg.tile, split, seg.splits,
+                              zeroed_here, lock_seen);
         return;
       }
     }
