@@ -709,7 +709,9 @@ fn gpu_stream_k() {
 /// tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at M = 200 at one and
 /// at two CTAs per SM: two row tiles, the second partial) add from the staged epilogue with 16-byte
 /// vector atomics, cluster sums off: every row of both launches of each case against the reference
-/// (the second finds the tiles' lock words reset by the first, else its C would keep the poison), C
+/// (the second finds the tiles' lock words back at 0, brought there by the shares the first launch's
+/// splits added, else nobody zeroes its C and it keeps the poison; the deterministic launch at the
+/// end counts its split-K tickets on the same words), C
 /// 4 bytes past a 16-byte boundary (f16x2 atomics), the zeroing claimed by the first split to end
 /// (`set_atomic_start_claim(false)`), then deterministic (other bits: proof the atomics ran); and
 /// with a bias, which keeps the workspace path.
