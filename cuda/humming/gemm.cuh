@@ -392,7 +392,7 @@ struct Gemm {
 
   // The wait, at a tail, until the tile's C is zeroed (claiming the zeroing if nobody has: the compute
   // threads zero it and thread 0 releases it). `seen`: thread 0's acquire load of the lock word, issued
-  // before the tail's other work so that its L2 round trip overlaps it.
+  // right after the main loop (segment).
   __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0, int seen) {
     __shared__ int s_zero;  // 1: this CTA zeroes the tile; 2: it is zeroed
     if (threadIdx.x == 0) {
@@ -893,8 +893,9 @@ struct Gemm {
         }
       }
     }
-    // kFlagAtomicC: thread 0 reads the tile's lock word now (acquire), so that its L2 round trip
-    // overlaps the last tensor work, the K-warp sum and the staging of the tile.
+    // kFlagAtomicC: thread 0 reads the tile's lock word now (acquire). The acquire's L1 invalidation
+    // (CCTL.IVALL in SASS) waits for the load, so warp 0 waits out the L2 round trip here: it overlaps
+    // only the completion of the last wgmma groups (and the other warps' work up to the next barrier).
     int lock_seen = 0;
     if constexpr (kAtomicC) {
       if (atomic_c && !zeroed_here && threadIdx.x == 0) lock_seen = ld_acquire_gpu(p.locks + seg.tile);

@@ -710,8 +710,9 @@ fn gpu_stream_k() {
 /// at two CTAs per SM: two row tiles, the second partial) add from the staged epilogue with 16-byte
 /// vector atomics, cluster sums off: every row of both launches of each case against the reference
 /// (the second finds the tiles' lock words back at 0, brought there by the shares the first launch's
-/// splits added, else nobody zeroes its C and it keeps the poison; the deterministic launch at the
-/// end counts its split-K tickets on the same words), C
+/// splits added: a word left at 2 or more would make nobody zero C, which keeps the poison, one left
+/// at 1 would hang the launch; the deterministic launch at the end counts its split-K tickets on the
+/// same words), C
 /// 4 bytes past a 16-byte boundary (f16x2 atomics), the zeroing claimed by the first split to end
 /// (`set_atomic_start_claim(false)`), then deterministic (other bits: proof the atomics ran); and
 /// with a bias, which keeps the workspace path.

@@ -298,9 +298,11 @@ pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
 /// partial. Not the `mma.sync` tiles: on the H200 the 8-row tile's atomics from registers lost to
 /// its deterministic split-K tail (W4A16 g128, M = 1: 7.4 against 5.7 us at 4096 x 4096, 12.8
 /// against 12.1 at 8192 x 8192), and in the 16-row tiles they made ptxas spill in the main loop;
-/// through the staged epilogue (16-byte atomics) the 8-row tile gained at 8192 x 8192 and
-/// 4096 x 14336 (M = 1: 11.8 -> 11.2, 10.7 -> 10.2 us) but lost at 4096 x 4096 (5.7 -> 6.8) and
-/// ptxas's main loop grew (270 -> 283 instructions per stage; PERFORMANCE.md, seventeenth session).
+/// through the staged epilogue (16-byte atomics; a build in which the staged epilogue also served
+/// the 8-row tile) it lost everywhere with the lock protocol of then (M = 1, 4096 x 4096 5.7 -> 7.0,
+/// 8192 x 8192 11.8 -> 12.7 us; main loop 270 -> 281 instructions per stage) and, with the current
+/// one, gained at 8192 x 8192 and 4096 x 14336 (11.8 -> 11.2, 10.7 -> 10.2) but lost at 4096 x 4096
+/// (5.7 -> 6.8; 283 instructions per stage): PERFORMANCE.md, seventeenth session.
 pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
     staged_epilogue(spec, t)
         && spec.c == DType::F16
