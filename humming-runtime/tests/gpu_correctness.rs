@@ -883,6 +883,74 @@ fn gpu_atomic_split_k() {
     println!("{name}: {cases} cases passed, worst relative error {worst:.3e}");
 }
 
+/// The weights of a chain x_{i+1} = x_i * W_i^T of `links` links on `[n, n]` (random, 0.05 * U(-1, 1),
+/// W4A16 g128) and one `Gemm` with the default tiles that runs it.
+fn chain_weights(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    rng: &mut Rng,
+    name: &str,
+    n: usize,
+    links: usize,
+) -> (
+    Gemm<f16, f16>,
+    Vec<QuantizedWeights>,
+    Vec<cuda::DeviceWeights>,
+) {
+    let sp = spec::parse_kernel_str("a: f16, b: i4, scale: group(128)").expect("spec");
+    let gemm = Gemm::<f16, f16>::compile(stream, name, sp).expect("compile");
+    let ws: Vec<QuantizedWeights> = (0..links)
+        .map(|_| {
+            let wf: Vec<f32> = (0..n * n).map(|_| 0.05 * rng.uniform()).collect();
+            QuantizedWeights::quantize(&sp, n, n, &wf).expect("quantize")
+        })
+        .collect();
+    let dws = ws.iter().map(|w| gemm.upload(w).expect("upload")).collect();
+    (gemm, ws, dws)
+}
+
+/// Launches the chain: link i reads `xs[i]` and writes `xs[i + 1]` (`m` rows each), with no
+/// synchronization between links; stops at the first launch error.
+fn run_chain(
+    gemm: &Gemm<f16, f16>,
+    xs: &mut [cudarc::driver::CudaSlice<f16>],
+    m: usize,
+    dws: &[cuda::DeviceWeights],
+) -> humming_runtime::Result<()> {
+    for (i, dw) in dws.iter().enumerate() {
+        let (done, rest) = xs.split_at_mut(i + 1);
+        gemm.run(&done[i], m, dw, None, &mut rest[0])?;
+    }
+    Ok(())
+}
+
+/// `xs` downloaded, as f64.
+fn download_f64(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    xs: &[cudarc::driver::CudaSlice<f16>],
+) -> Vec<Vec<f64>> {
+    xs.iter()
+        .map(|x| {
+            let h: Vec<f16> = stream.clone_dtoh(x).expect("download");
+            h.iter().map(|v| v.to_f64()).collect()
+        })
+        .collect()
+}
+
+/// Checks every link of a chain as the GPU wrote it (`xs[0]` its input, `xs[i + 1]` link i's output,
+/// `m x n` each): every output written and finite, and within 1e-2 (relative) of the f64 reference
+/// computed from the previous link's output.
+fn check_chain(xs: &[Vec<f64>], ws: &[QuantizedWeights], m: usize, n: usize, label: &str) {
+    for (i, w) in ws.iter().enumerate() {
+        let got = &xs[i + 1];
+        if let Some(at) = got.iter().position(|v| !v.is_finite()) {
+            panic!("{label}: link {i}: C[{}, {}] not written", at / n, at % n);
+        }
+        let want = humming_runtime::reference_gemm(w, &xs[i], m, None).expect("reference");
+        let e = humming_runtime::relative_error(got, &want);
+        assert!(e <= 1e-2, "{label}: link {i}: relative error {e:.3e}");
+    }
+}
+
 /// Back-to-back launches that depend on each other, with no synchronization between them: a chain of
 /// eight GEMMs x_{i+1} = x_i * W_i^T on one `Gemm` (so consecutive launches share its split-K
 /// workspace and tickets), with programmatic dependent launch on (the default on compute capability
@@ -899,15 +967,7 @@ fn gpu_dependent_launches() {
     };
     let mut rng = Rng::new(seed());
     let (n, links) = (1024usize, 8usize);
-    let sp = spec::parse_kernel_str("a: f16, b: i4, scale: group(128)").expect("spec");
-    let gemm = Gemm::<f16, f16>::compile(&stream, "chain", sp).expect("compile");
-    let ws: Vec<QuantizedWeights> = (0..links)
-        .map(|_| {
-            let wf: Vec<f32> = (0..n * n).map(|_| 0.05 * rng.uniform()).collect();
-            QuantizedWeights::quantize(&sp, n, n, &wf).expect("quantize")
-        })
-        .collect();
-    let dws: Vec<_> = ws.iter().map(|w| gemm.upload(w).expect("upload")).collect();
+    let (gemm, ws, dws) = chain_weights(&stream, &mut rng, "chain", n, links);
     // The last pass adds the K splits of its M = 100 links with atomics (`set_deterministic(false)`).
     for (pdl, early, deterministic) in [
         (true, None, true),
@@ -932,33 +992,15 @@ fn gpu_dependent_launches() {
                         .expect("upload C"),
                 );
             }
-            for i in 0..links {
-                let (done, rest) = xs.split_at_mut(i + 1);
-                gemm.run(&done[i], m, &dws[i], None, &mut rest[0])
-                    .expect("launch");
-            }
+            run_chain(&gemm, &mut xs, m, &dws).expect("launch");
             stream.synchronize().expect("kernels");
-            let host: Vec<Vec<f16>> = xs
-                .iter()
-                .map(|x| stream.clone_dtoh(x).expect("download"))
-                .collect();
-            for i in 0..links {
-                let x: Vec<f64> = host[i].iter().map(|v| v.to_f64()).collect();
-                let got: Vec<f64> = host[i + 1].iter().map(|v| v.to_f64()).collect();
-                if let Some(at) = got.iter().position(|v| !v.is_finite()) {
-                    panic!(
-                        "pdl {pdl} (early {early:?}) M {m}: link {i}: C[{}, {}] not written",
-                        at / n,
-                        at % n
-                    );
-                }
-                let want = humming_runtime::reference_gemm(&ws[i], &x, m, None).expect("reference");
-                let e = humming_runtime::relative_error(&got, &want);
-                assert!(
-                    e <= 1e-2,
-                    "pdl {pdl} (early {early:?}) M {m} splits {splits:?}: link {i}: relative error {e:.3e}"
-                );
-            }
+            check_chain(
+                &download_f64(&stream, &xs),
+                &ws,
+                m,
+                n,
+                &format!("pdl {pdl} (early {early:?}) M {m} splits {splits:?}"),
+            );
         }
     }
     println!(
@@ -988,15 +1030,7 @@ fn gpu_graph_replay() {
     unsafe { stream.context().disable_event_tracking() };
     let mut rng = Rng::new(seed() ^ 0x6EA9_4E91);
     let (n, links, replays) = (1024usize, 4usize, 3usize);
-    let sp = spec::parse_kernel_str("a: f16, b: i4, scale: group(128)").expect("spec");
-    let gemm = Gemm::<f16, f16>::compile(&stream, "graph", sp).expect("compile");
-    let ws: Vec<QuantizedWeights> = (0..links)
-        .map(|_| {
-            let wf: Vec<f32> = (0..n * n).map(|_| 0.05 * rng.uniform()).collect();
-            QuantizedWeights::quantize(&sp, n, n, &wf).expect("quantize")
-        })
-        .collect();
-    let dws: Vec<_> = ws.iter().map(|w| gemm.upload(w).expect("upload")).collect();
+    let (gemm, ws, dws) = chain_weights(&stream, &mut rng, "graph", n, links);
     let sm90 = stream.context().compute_capability().ok() == Some((9, 0));
     gemm.set_programmatic_launch(true);
     let mut atomic_cases = 0;
@@ -1020,23 +1054,12 @@ fn gpu_graph_replay() {
             .collect();
         // One plain run of the chain first (whatever a first launch sets up happens outside the
         // capture; its results are overwritten by the replays).
-        for i in 0..links {
-            let (done, rest) = xs.split_at_mut(i + 1);
-            gemm.run(&done[i], m, &dws[i], None, &mut rest[0])
-                .expect("launch");
-        }
+        run_chain(&gemm, &mut xs, m, &dws).expect("launch");
         stream.synchronize().expect("kernels");
         stream
             .begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
             .expect("begin capture");
-        let mut launched = Ok(());
-        for i in 0..links {
-            let (done, rest) = xs.split_at_mut(i + 1);
-            launched = gemm.run(&done[i], m, &dws[i], None, &mut rest[0]);
-            if launched.is_err() {
-                break;
-            }
-        }
+        let launched = run_chain(&gemm, &mut xs, m, &dws);
         // (An error stored by cudarc in a drop during the capture would make end_capture return it
         // before ending the capture: take it first, so that the stream always leaves capture mode.)
         let stored = stream.context().check_err();
@@ -1056,23 +1079,7 @@ fn gpu_graph_replay() {
             stream
                 .synchronize()
                 .unwrap_or_else(|e| panic!("{label}: kernels failed: {e}"));
-            let host: Vec<Vec<f64>> = xs
-                .iter()
-                .map(|x| {
-                    let h: Vec<f16> = stream.clone_dtoh(x).expect("download");
-                    h.iter().map(|v| v.to_f64()).collect()
-                })
-                .collect();
-            for i in 0..links {
-                let got = &host[i + 1];
-                if let Some(at) = got.iter().position(|v| !v.is_finite()) {
-                    panic!("{label}: link {i}: C[{}, {}] not written", at / n, at % n);
-                }
-                let want =
-                    humming_runtime::reference_gemm(&ws[i], &host[i], m, None).expect("reference");
-                let e = humming_runtime::relative_error(got, &want);
-                assert!(e <= 1e-2, "{label}: link {i}: relative error {e:.3e}");
-            }
+            check_chain(&download_f64(&stream, &xs), &ws, m, n, &label);
         }
     }
     if sm90 {
