@@ -480,7 +480,7 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
     let warp = warp.unwrap_or(if mma == Some(Mma::Wgmma) {
         let one = (block[1] / 4).max(1);
         let two = (block[1] / 8).max(1);
-        let fits = |wn: u16| block[0] as u32 * wn as u32 <= 4096;
+        let fits = |wn: u16| block[0] as u32 * wn as u32 <= WGMMA_MAX_M_X_WARP_N;
         [
             block[0],
             if !fits(one) && fits(two) { two } else { one },
@@ -1165,6 +1165,10 @@ fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
     }
 }
 
+/// The most `block_m x warp_n` of a `wgmma` tile: each thread keeps `block_m * warp_n / 32` f32
+/// accumulators, at most 128 (the default warp N of `parse_tile` and `check_wgmma_tile` both obey it).
+const WGMMA_MAX_M_X_WARP_N: u32 = 4096;
+
 /// Rules of a `wgmma` tile: one or two warpgroups (four warps each) along N per 64 of `block_k` (one
 /// or two); every warp covers all `block_m` rows and `warp_n` = 64 channels (one packed unit), 32
 /// (half a unit) or 16 (a quarter: block M up to 256), so `block_n = 4 * warp_n` or `8 * warp_n` (two warpgroups share each A tile); `block_m` a multiple of 8 with `block_m * warp_n <= 4096`
@@ -1218,13 +1222,13 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
             ),
         );
     }
-    if !t.block_m.is_multiple_of(8) || t.block_m as u32 * t.warp_n as u32 > 4096 {
+    if !t.block_m.is_multiple_of(8) || t.block_m as u32 * t.warp_n as u32 > WGMMA_MAX_M_X_WARP_N {
         ok = false;
         errs.push(
             span.block[0],
             format!(
                 "a wgmma tile needs block M a multiple of 8 and at most {} with warp N = {} (block M x warp N / 32 f32 accumulators per thread, at most 128); found {}",
-                4096 / t.warp_n,
+                WGMMA_MAX_M_X_WARP_N / t.warp_n as u32,
                 t.warp_n,
                 t.block_m
             ),
