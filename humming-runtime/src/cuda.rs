@@ -1675,7 +1675,7 @@ pub fn nvrtc_compile(name: &str, source: &str, cap: u32) -> Result<Vec<u8>> {
     {
         return Ok(cubin);
     }
-    let include = dir.join(format!("include-{}-{}", &key[..16], std::process::id()));
+    let include = include_dir(&dir, &key);
     for (p, c) in HEADERS {
         let path = include.join(p);
         if let Some(parent) = path.parent() {
@@ -1691,6 +1691,19 @@ pub fn nvrtc_compile(name: &str, source: &str, cap: u32) -> Result<Vec<u8>> {
     let cubin = result.map_err(fail)?;
     write_atomic(&cubin_path, &cubin)?;
     Ok(cubin)
+}
+
+/// The folder of one compilation's header files under `dir`: its own for every call, so that threads
+/// of one process compiling the same source at once never write into, or remove, each other's
+/// headers (two GPU-test threads loading one kernel did: "cannot open source file humming/gemm.cuh").
+fn include_dir(dir: &std::path::Path, key: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!(
+        "include-{}-{}-{call}",
+        &key[..16.min(key.len())],
+        std::process::id()
+    ))
 }
 
 /// NVRTC options of every run-time compilation (besides the arch and the include path).
@@ -1747,4 +1760,27 @@ fn nvrtc_cubin(
         return Err("NVRTC returned an empty cubin".into());
     }
     Ok(cubin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::include_dir;
+
+    /// Two compilations of one source (the same key) in one process get different header folders,
+    /// also from different threads.
+    #[test]
+    fn include_dirs_are_unique_per_compilation() {
+        let dir = std::path::Path::new("/tmp/humming-test");
+        let key = "0123456789abcdef0123456789abcdef";
+        let here = [include_dir(dir, key), include_dir(dir, key)];
+        let there = std::thread::spawn(move || include_dir(dir, key))
+            .join()
+            .unwrap();
+        assert_ne!(here[0], here[1]);
+        assert_ne!(here[0], there);
+        assert_ne!(here[1], there);
+        for p in here.iter().chain([&there]) {
+            assert!(p.starts_with(dir), "{p:?} is not under {dir:?}");
+        }
+    }
 }

@@ -63,3 +63,42 @@ fn generated_sources_compile_to_cubins() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Several threads of one process compiling the same source at once (as the GPU tests' threads do
+/// when two of them load the same kernel) must each get the cubin: no thread may see another's
+/// header files half-written or already removed.
+#[test]
+fn concurrent_compilations_of_one_source() {
+    if !nvrtc_present() {
+        return;
+    }
+    // A fresh cache for this test (the variable is process-wide, so the kernels here differ from the
+    // other test's by a comment: no cubin is shared through the cache either way).
+    let spec = parse_kernel_str("a: f16, b: u4, scale: channel").unwrap();
+    let src = format!(
+        "// concurrent_compilations_of_one_source {}\n{}",
+        std::process::id(),
+        generate_cuda(&spec)
+    );
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let src = src.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(10 * i));
+                nvrtc_compile("concurrent", &src, 80)
+            })
+        })
+        .collect();
+    let cubins: Vec<Vec<u8>> = threads
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("thread {i}: {e}"))
+        })
+        .collect();
+    for (i, c) in cubins.iter().enumerate() {
+        assert_eq!(&c[..4], b"\x7fELF", "thread {i}: not an ELF cubin");
+    }
+}
