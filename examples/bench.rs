@@ -1129,7 +1129,8 @@ fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<
          \"uint4\" (q - 8). \"ours\" launches as the runtime does by default: with programmatic dependent launch \
          (PDL) on compute capability 9.0+ for tiles of which at most two CTAs fit per SM (a kernel \
          streams its first weights while the one before it ends), and with the K splits of the staged \
-         wgmma tiles (M > 16) added into C with f16 atomics (`Gemm::set_deterministic`); \
+         wgmma tiles (M > 16), and of the 8-row tile (M <= 8) where its launch has more CTAs than \
+         SMs, added into C with f16 atomics (`Gemm::set_deterministic`); \
          \"ours, no PDL\" is the same kernel launched like cuBLAS and humming-kernels are, each launch \
          starting after the previous one has ended.\n",
         report.device.name,

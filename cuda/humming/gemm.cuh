@@ -37,9 +37,9 @@
 // of BK steps and stores its f32 partial tile in the workspace; the last split to finish a tile (an
 // atomic ticket per tile) sums the partials in split order 0, 1, ... (deterministic, independent of
 // arrival order), runs the epilogue and resets the tile's ticket to zero for the next launch.
-// Atomic split-K (kFlagAtomicC, the default unless Gemm::set_deterministic(true); staged wgmma tiles,
-// f16 C, no bias or epilogue): each split adds its outputs into C with 16-byte f16 atomics once the
-// tile's C is zeroed (staged_epilogue<true>); not deterministic.
+// Atomic split-K (kFlagAtomicC, the default unless Gemm::set_deterministic(true); staged wgmma tiles
+// and the 8-row mma.sync tile, f16 C, no bias or epilogue): each split adds its outputs into C with
+// 16-byte f16 atomics once the tile's C is zeroed (staged_epilogue<true>); not deterministic.
 // Stream-K (kFlagStreamK, swap-AB mma.sync tiles, opt-in: Gemm::set_stream_k; Osama et al., "Stream-K:
 // Work-centric Parallel Decomposition for Dense Matrix Multiplication", PPoPP 2023): a 1-D grid of G
 // CTAs takes equal ranges of the launch's tiles x BK steps, so that every SM streams the same number
@@ -165,11 +165,14 @@ struct Gemm {
   static constexpr int kRegTailBytes = kRegTailBatch * kAccThreads * 16;
   static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
   // kFlagAtomicC (common.cuh) is honoured, with f16 C, no bias and no epilogue (C is then linear in
-  // each split's partial), by the staged wgmma tiles: the staged epilogue adds the tile with 16-byte
-  // vector atomics. (Not by the mma.sync tiles: the 8-row tile's register atomics lost to its
-  // deterministic tail on the H200, 4096 x 4096 M = 1 7.4 against 5.7 us; in the 16-row tiles the
-  // same code made ptxas spill in the main loop.)
-  static constexpr bool kAtomicC = kStaged && !T::kIsBf16 && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
+  // each split's partial), by the staged wgmma tiles and the 8-row mma.sync tile (kAtomic8: its f32
+  // tile, 8 rows x (BN + 4) floats, goes through the staged epilogue too, after the K-warp sum): the
+  // staged epilogue adds the tile with 16-byte vector atomics. The runtime sets the flag for the
+  // 8-row tile only where its launch has more CTAs than SMs (codegen::atomic_split_k). Not the 16-row
+  // tiles: atomics from their registers made ptxas spill in the main loop.
+  static constexpr bool kAtomic8 = kSwapAB && !kWgmma && Tl::BM == 8 && 8 * kStageLd * 4 <= kSmemBytes;
+  static constexpr bool kAtomicC =
+      (kStaged || kAtomic8) && !T::kIsBf16 && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
 
   // The shared-memory inputs of one k16 slab for one warp: its packed words, and the scales and zero
   // points of its lane's 8 channels (group rows of the stage, or the per-channel values). `same_row`:
@@ -379,15 +382,17 @@ struct Gemm {
   }
 
   // Split 0's claim at its start: the compute threads zero the tile if nobody has, then thread 0
-  // releases it. (Two barriers of the compute threads while the first stages load.) Returns whether
+  // releases it. (Two barriers of the compute threads while the first stages load.) Records whether
   // this CTA zeroed it (its tail then need not wait).
-  __device__ __forceinline__ static bool claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
-    __shared__ int s_claim;
-    if (threadIdx.x == 0) s_claim = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
+  // The answer stays in shared memory (zeroed_here_cta) rather than in a register across the main loop.
+  __device__ __forceinline__ static int& s_zeroed_here() {
+    __shared__ int s;
+    return s;
+  }
+  __device__ __forceinline__ static void claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
+    if (threadIdx.x == 0) s_zeroed_here() = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
     sync_compute();
-    const bool claimed = s_claim != 0;
-    if (claimed) zero_c_tile_and_release_cta(p, tile, m0, n0);
-    return claimed;
+    if (s_zeroed_here() != 0) zero_c_tile_and_release_cta(p, tile, m0, n0);
   }
 
   // The wait, at a tail, until the tile's C is zeroed (claiming the zeroing if nobody has: the compute
@@ -718,14 +723,18 @@ struct Gemm {
     }
 
     // kFlagAtomicC: this launch adds its K splits into C (not with stream-K or a cluster).
-    const bool atomic_c = kAtomicC && seg.splits > 1 &&
-                          (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC;
-    bool zeroed_here = false;
+    // (Recomputed after the main loop, and whether this CTA zeroed C kept in shared memory: nothing of
+    // it stays in registers across the loop, whose allocation it changed: 8-row tile 270 -> 283
+    // instructions per stage.)
+    auto atomic_launch = [&]() {
+      return kAtomicC && seg.splits > 1 &&
+             (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC;
+    };
+    // Split 0 claims the zeroing at its start (unless kFlagAtomicNoStartClaim).
+    auto start_claim = [&]() { return atomic_launch() && (p.flags & kFlagAtomicNoStartClaim) == 0 && seg.split == 0; };
     if constexpr (kAtomicC) {
       // (After griddepcontrol.wait: the previous kernel may still read this C.)
-      if (atomic_c && (p.flags & kFlagAtomicNoStartClaim) == 0 && seg.split == 0) {
-        zeroed_here = claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
-      }
+      if (start_claim()) claim_zero_c_cta(p, seg.tile, m0, n0);  // (the producer warpgroup has left)
     }
 
     // Stage buffers read and written this iteration ((ring + it) % STAGES and (ring + it + kAhead) %
@@ -897,6 +906,9 @@ struct Gemm {
     // (CCTL.IVALL in SASS) waits for the load, so warp 0 waits out the L2 round trip here: it overlaps
     // only the completion of the last wgmma groups (and the other warps' work up to the next barrier).
     int lock_seen = 0;
+    const bool atomic_c = atomic_launch();
+    // (Read only where the claim ran: thread 0 wrote it before the claim's barriers.)
+    const bool zeroed_here = kAtomicC && start_claim() && s_zeroed_here() != 0;
     if constexpr (kAtomicC) {
       if (atomic_c && !zeroed_here && threadIdx.x == 0) lock_seen = ld_acquire_gpu(p.locks + seg.tile);
     }

@@ -142,6 +142,8 @@ pub struct Gemm<A: Element, C: Element> {
     forced_splits: std::sync::atomic::AtomicUsize,
     /// [`Gemm::set_stream_k`]: 0 = off, n = n CTAs.
     stream_k: std::sync::atomic::AtomicUsize,
+    /// The device's compute capability, e.g. 90.
+    cap: u32,
     /// Programmatic dependent launch (compute capability 9.0 and newer).
     pdl_capable: bool,
     pdl: std::sync::atomic::AtomicBool,
@@ -361,6 +363,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             split_k: std::sync::atomic::AtomicBool::new(true),
             forced_splits: std::sync::atomic::AtomicUsize::new(0),
             stream_k: std::sync::atomic::AtomicUsize::new(0),
+            cap,
             pdl_capable: cap >= 90,
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
             pdl_early: std::sync::atomic::AtomicU8::new(0),
@@ -434,23 +437,26 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Keeps every launch deterministic, or (the default) lets launches add their K splits into C
     /// with atomics where that is faster. Off: a launch that splits K on a `wgmma` tile with the
-    /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M > 16 on sm_90a), for a
-    /// kernel with f16 C, no bias and no epilogue, and is not stream-K, adds each split's partial into
+    /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M > 16 on sm_90a), or on the
+    /// 8-row `mma.sync` tile (M <= 8) with more CTAs than the GPU has SMs (compute capability 9.0+),
+    /// for a kernel with f16 C,
+    /// no bias and no epilogue, and is not stream-K, adds each split's partial into
     /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 (or, where it starts
     /// late, the first split to finish) has zeroed the tile's C, instead of summing the partials
     /// through the workspace or a cluster: no split waits for the others, and none reloads their
     /// partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9 us, M = 64 10.7 -> 9.2;
     /// 4096 x 14336, M = 32 19.0 -> 15.5). humming-kernels reduces its
     /// stream-K slices into C the same way by default; vLLM's Marlin kernels have it opt-in
-    /// (`use_atomic_add`). The price: the order of the additions, and so the last bits of C, may
+    /// (`use_atomic_add`). H200, W4A16 g128, M = 1 with the 8-row tile (256 CTAs): 8192 x 8192 11.8 ->
+    /// 11.2 us, 4096 x 14336 10.7 -> 10.2. The price: the order of the additions, and so the last bits of C, may
     /// change from launch to launch; each split adds two f16 roundings to an output (its partial's,
     /// and the addition's: relative error within about 2 x splits x 2^-11 of the largest partial),
     /// and a partial beyond the f16 range becomes infinite even where the sum would not be. On: every
     /// launch sums its splits in split order, and the same inputs give the same bits on the same GPU
     /// (the default tile and split count depend on its number of SMs). Launches without K splits,
-    /// kernels with bf16 C, a bias or a fused epilogue, stream-K launches and the `mma.sync` tiles
-    /// (every tile below sm_90a; M <= 16 with the default tiles on sm_90a) are deterministic either
-    /// way. Batch invariance (a row of C the same whatever M is) also needs one declared tile, and
+    /// kernels with bf16 C, a bias or a fused epilogue, stream-K launches, the `mma.sync` tiles of
+    /// more than 8 rows (M = 9-16 with the default tiles on sm_90a), launches of the 8-row tile with at
+    /// most one CTA per SM and every launch below compute capability 9.0 are deterministic either way. Batch invariance (a row of C the same whatever M is) also needs one declared tile, and
     /// either `set_split_k(false)` (no splits: enough by itself) or `set_splits(Some(n))` with this
     /// on.
     pub fn set_deterministic(&self, on: bool) {
@@ -480,10 +486,15 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// `run_strided`'s chunks do.
     fn split_mode(&self, t: &LoadedTile, m: usize, n: usize, k: usize) -> SplitMode {
         let (stream_k, splits) = self.launch_splits(t, m, n, k);
+        // The 8-row mma.sync tile only where its launch has more CTAs than SMs, on compute
+        // capability 9.0+ (where it was measured; codegen::atomic_split_k).
         let atomic_c = !self.deterministic()
             && splits > 1
             && stream_k.is_none()
-            && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile);
+            && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile)
+            && (t.tile.mma == Mma::Wgmma
+                || (self.cap >= 90
+                    && output_tiles(&t.tile, m, n).saturating_mul(splits) > self.sms));
         let cluster = stream_k.is_none()
             && !atomic_c
             && self.cluster_launch(t, splits, output_tiles(&t.tile, m, n));

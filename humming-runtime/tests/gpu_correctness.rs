@@ -753,9 +753,10 @@ fn gpu_atomic_split_k() {
                     gemm.set_splits(Some(splits));
                     let label =
                         format!("w{bits} {zp:?} g{g} bias {bias} M={m} K={k} splits={splits}");
+                    // 5 output tiles x at most 8 splits: at most one CTA per SM (deterministic).
                     assert!(
                         !gemm.uses_atomic_c(m, n, k),
-                        "{label}: mma.sync tile atomic"
+                        "{label}: 8-row tile atomic with at most 40 CTAs"
                     );
                     let (e, _) = run_case(
                         &stream,
@@ -776,8 +777,56 @@ fn gpu_atomic_split_k() {
             gemm.set_splits(None);
         }
     }
+    // The 8-row tile's atomics (compute capability 9.0+, launches of more CTAs than SMs): N = 8192
+    // (64 output tiles) with 2-5 splits, so that the launch has fewer or more CTAs than the GPU's SMs
+    // (132 on the H200), also more than two per SM (more than one wave: a split may end before split
+    // 0 of its tile has started).
+    let cap = stream.context().compute_capability().unwrap_or((0, 0));
+    let sms = stream
+        .context()
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .expect("SM count") as usize;
+    {
+        let sp = spec_for("f16", 4, Zp::Symmetric, 128, false, extra);
+        let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c_8row", sp).expect("compile");
+        let (n, k) = (8192, 2560);
+        let wf = random_weights(&mut rng, n, k);
+        let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
+        let w_ref = w.dequantize();
+        let dw = gemm.upload(&w).expect("upload weights");
+        let ms: &[usize] = if quick() { &[1] } else { &[1, 8] };
+        for &m in ms {
+            for splits in [2usize, 3, 5] {
+                gemm.set_splits(Some(splits));
+                let label = format!("8-row tile M={m} K={k} splits={splits}");
+                let atomic = cap.0 >= 9 && 64 * splits > sms;
+                assert_eq!(gemm.uses_atomic_c(m, n, k), atomic, "{label}");
+                let e = if atomic {
+                    check_atomic_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label)
+                } else {
+                    let (e, _) = run_case(
+                        &stream,
+                        &gemm,
+                        &w,
+                        &w_ref,
+                        &dw,
+                        m,
+                        &mut rng,
+                        &label,
+                        CaseOpts::default(),
+                    );
+                    e
+                };
+                assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
+                worst = worst.max(e);
+                cases += 1;
+            }
+        }
+    }
     // Staged wgmma tiles (sm_90a): the 16-byte vector atomics of the staged epilogue, cluster sums off.
-    if stream.context().compute_capability().ok() == Some((9, 0)) {
+    if cap == (9, 0) {
         for (tile, m) in [
             (
                 "(32, 256, 128), warp = (32, 64, 64), stages = 4, mma = wgmma",
@@ -834,53 +883,75 @@ fn gpu_atomic_split_k() {
                 );
                 assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                 let label = format!("{tile} M={m} K={k} splits={splits} atomic");
-                let every = CaseOpts {
-                    all_rows: true,
-                    ..CaseOpts::default()
-                };
-                let run = |opts: CaseOpts, label: &str| {
-                    let mut r = rng.clone(); // the same A in every run of the case
-                    run_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut r, label, opts)
-                };
-                let (e, bits) = run(every, &label);
-                assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
-                // C 4 bytes past a 16-byte boundary: the f16x2 atomics instead of the 16-byte ones.
-                let odd = CaseOpts {
-                    c_offset: 2,
-                    ..every
-                };
-                let (e_odd, _) = run(odd, &label);
-                assert!(
-                    e_odd <= 1e-2,
-                    "{label} (C at +4 bytes): relative error {e_odd:.3e}"
-                );
-                gemm.set_atomic_start_claim(false);
-                let (e_late, _) = run(every, &label);
-                gemm.set_atomic_start_claim(true);
-                assert!(
-                    e_late <= 1e-2,
-                    "{label} (no start claim): relative error {e_late:.3e}"
-                );
-                gemm.set_deterministic(true);
-                assert!(!gemm.uses_atomic_c(m, n, k), "{label}: deterministic");
-                let (e_det, bits_det) = run(every, &label);
-                assert!(
-                    e_det <= 1e-2,
-                    "{label} (deterministic): relative error {e_det:.3e}"
-                );
-                // The atomic launch really added in f16 (two roundings per split): among thousands
-                // of outputs some differ from the f32 sums of the workspace path.
-                assert_ne!(
-                    bits, bits_det,
-                    "{label}: the atomic launch gave the workspace path's bits"
-                );
-                let _ = rng.below(2); // fresh inputs for the next case
+                let e = check_atomic_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
                 worst = worst.max(e);
                 cases += 1;
             }
         }
     }
     println!("{name}: {cases} cases passed, worst relative error {worst:.3e}");
+}
+
+/// One atomic split-K case of `gemm` (its launch of `m` rows must add its K splits with atomics, and
+/// leaves the gemm in that mode): every row against the reference, C at 4 bytes past a 16-byte
+/// boundary (the f16x2 atomics instead of the 16-byte ones), split 0 without its start claim (the
+/// first split to end zeroes C), and the deterministic launch of the same inputs, whose bits must
+/// differ somewhere (the atomics really added in f16). Returns the atomic launch's error.
+#[allow(clippy::too_many_arguments)]
+fn check_atomic_case(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    gemm: &Gemm<f16, f16>,
+    w: &QuantizedWeights,
+    w_ref: &[f64],
+    dw: &cuda::DeviceWeights,
+    m: usize,
+    rng: &mut Rng,
+    label: &str,
+) -> f64 {
+    let (n, k) = (w.n(), w.k());
+    assert!(gemm.uses_atomic_c(m, n, k), "{label}: not atomic");
+    let every = CaseOpts {
+        all_rows: true,
+        ..CaseOpts::default()
+    };
+    let run = |opts: CaseOpts, label: &str| {
+        let mut r = rng.clone(); // the same A in every run of the case
+        run_case(stream, gemm, w, w_ref, dw, m, &mut r, label, opts)
+    };
+    let (e, bits) = run(every, label);
+    assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
+    let odd = CaseOpts {
+        c_offset: 2,
+        ..every
+    };
+    let (e_odd, _) = run(odd, label);
+    assert!(
+        e_odd <= 1e-2,
+        "{label} (C at +4 bytes): relative error {e_odd:.3e}"
+    );
+    gemm.set_atomic_start_claim(false);
+    let (e_late, _) = run(every, label);
+    gemm.set_atomic_start_claim(true);
+    assert!(
+        e_late <= 1e-2,
+        "{label} (no start claim): relative error {e_late:.3e}"
+    );
+    gemm.set_deterministic(true);
+    assert!(!gemm.uses_atomic_c(m, n, k), "{label}: deterministic");
+    let (e_det, bits_det) = run(every, label);
+    gemm.set_deterministic(false);
+    assert!(
+        e_det <= 1e-2,
+        "{label} (deterministic): relative error {e_det:.3e}"
+    );
+    // Two f16 roundings per split: among thousands of outputs some differ from the f32 sums of the
+    // workspace path.
+    assert_ne!(
+        bits, bits_det,
+        "{label}: the atomic launch gave the workspace path's bits"
+    );
+    let _ = rng.below(2); // fresh inputs for the next case
+    e
 }
 
 /// The weights of a chain x_{i+1} = x_i * W_i^T of `links` links on `[n, n]` (random, 0.05 * U(-1, 1),

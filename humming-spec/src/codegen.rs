@@ -293,18 +293,16 @@ pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
 
 /// Whether a tile's kernel can add its K splits into C with f16 atomics (the CUDA side's
 /// `Gemm::kAtomicC`, honoured when the runtime sets the `GemmParams` flag `kFlagAtomicC`): a tile
-/// with the [`staged_epilogue`] (16-byte vector atomics `red.add.noftz.v4.f16x2` from shared
-/// memory), in a kernel with f16 C, no bias and no epilogue, so that C is linear in each split's
-/// partial. Not the `mma.sync` tiles: on the H200 the 8-row tile's atomics from registers lost to
-/// its deterministic split-K tail (W4A16 g128, M = 1: 7.4 against 5.7 us at 4096 x 4096, 12.8
-/// against 12.1 at 8192 x 8192), and in the 16-row tiles they made ptxas spill in the main loop;
-/// through the staged epilogue (16-byte atomics; a build in which the staged epilogue also served
-/// the 8-row tile) it lost everywhere with the lock protocol of then (M = 1, 4096 x 4096 5.7 -> 7.0,
-/// 8192 x 8192 11.8 -> 12.7 us; main loop 270 -> 281 instructions per stage) and, with the current
-/// one, gained at 8192 x 8192 and 4096 x 14336 (11.8 -> 11.2, 10.7 -> 10.2) but lost at 4096 x 4096
-/// (5.7 -> 6.8; 283 instructions per stage): PERFORMANCE.md, seventeenth session.
+/// with the [`staged_epilogue`], or the 8-row `mma.sync` tile (block M = 8, whose f32 tile the same
+/// epilogue stages), which adds the tile with 16-byte vector atomics `red.add.noftz.v4.f16x2` from
+/// shared memory, in a kernel with f16 C, no bias and no epilogue, so that C is linear in each
+/// split's partial. The runtime uses the 8-row tile's atomics only where its launch has more CTAs
+/// than SMs: on the H200 (W4A16 g128, M = 1, seventeenth session) they gained at 8192 x 8192 and
+/// 4096 x 14336 (256 CTAs: 11.8 -> 11.2, 10.7 -> 10.2 us) but lost at 4096 x 4096 (128 CTAs: 5.7 ->
+/// 6.8), where the deterministic tail's one wave of single CTAs is short. Not the 16-row tiles:
+/// atomics from their registers made ptxas spill in the main loop.
 pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
-    staged_epilogue(spec, t)
+    (staged_epilogue(spec, t) || (t.mma == Mma::Sync && t.block_m == 8))
         && spec.c == DType::F16
         && !spec.bias
         && spec.epilogue == Epilogue::None

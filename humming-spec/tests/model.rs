@@ -526,14 +526,19 @@ fn check_spec_applies_the_declaration_rules() {
 /// Atomic split-K (`codegen::atomic_split_k`, the CUDA side's `kAtomicC`): exactly the staged
 /// `wgmma` tiles of a kernel with f16 C, no bias and no epilogue; never an `mma.sync` tile.
 #[test]
-fn atomic_split_k_only_on_staged_wgmma_tiles_of_linear_f16_kernels() {
+fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles_of_linear_f16_kernels() {
     use humming_spec::codegen::{atomic_split_k, staged_epilogue};
     let w4a16 = spec("a: f16, b: u4, scale: group(128), arch: [sm_90a]");
     let tiles = tiles_of(&w4a16);
-    assert!(tiles.iter().any(|t| t.mma == Mma::Sync));
+    assert!(tiles.iter().any(|t| t.mma == Mma::Sync && t.block_m == 8));
+    assert!(tiles.iter().any(|t| t.mma == Mma::Sync && t.block_m > 8));
     assert!(tiles.iter().any(|t| t.mma == Mma::Wgmma));
     for t in &tiles {
-        let expected = t.mma == Mma::Wgmma && staged_epilogue(&w4a16, t);
+        let expected = if t.mma == Mma::Wgmma {
+            staged_epilogue(&w4a16, t)
+        } else {
+            t.block_m == 8
+        };
         assert_eq!(atomic_split_k(&w4a16, t), expected, "{t}");
     }
     assert!(tiles.iter().any(|t| atomic_split_k(&w4a16, t)));
