@@ -384,7 +384,7 @@ struct Gemm {
   // Split 0's claim at its start: the compute threads zero the tile if nobody has, then thread 0
   // releases it. (Two barriers of the compute threads while the first stages load.) Records whether
   // this CTA zeroed it (its tail then need not wait).
-  // The answer stays in shared memory (zeroed_here_cta) rather than in a register across the main loop.
+  // The answer stays in shared memory (s_zeroed_here) rather than in a register across the main loop.
   __device__ __forceinline__ static int& s_zeroed_here() {
     __shared__ int s;
     return s;
@@ -665,7 +665,7 @@ struct Gemm {
     // arrived (its shared loads and its warp's wgmma reads of the stage are done), completing phase n.
     __shared__ __align__(8) u64 stage_bars[Loader::kBulk ? Tl::STAGES : 1];
     __shared__ __align__(8) u64 empty_bars[kTma ? Tl::STAGES : 1];
-    // (+ s_last, and s_zero, s_claim of the atomic split-K.)
+    // (+ s_last, and s_zero, s_zeroed_here of the atomic split-K.)
     static_assert(Tl::STAGES * 16 + 16 <= 128, "static shared memory beyond codegen::STATIC_SMEM_BYTES");
     const u32 bars = smem_addr(stage_bars);
     const u32 empties = smem_addr(empty_bars);

@@ -378,7 +378,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// Turns split-K on (the default) or off. With it off, every row of C is reduced over K in the
     /// same order whatever M is (with one fixed tile, results are then batch-invariant). With it on,
     /// partials are summed in a fixed split order, except where a launch adds them into C with
-    /// atomics (f16 C on the staged `wgmma` tiles; [`Gemm::set_deterministic`] turns that off).
+    /// atomics (f16 C on the staged `wgmma` tiles and, on compute capability 9.x, the 8-row tile's
+    /// launches of more CTAs than SMs; [`Gemm::set_deterministic`] turns that off).
     pub fn set_split_k(&self, on: bool) {
         self.split_k.store(on, std::sync::atomic::Ordering::Relaxed);
     }
@@ -438,7 +439,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// Keeps every launch deterministic, or (the default) lets launches add their K splits into C
     /// with atomics where that is faster. Off: a launch that splits K on a `wgmma` tile with the
     /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M > 16 on sm_90a), or on the
-    /// 8-row `mma.sync` tile (M <= 8) with more CTAs than the GPU has SMs (compute capability 9.0+),
+    /// 8-row `mma.sync` tile (M <= 8) with more CTAs than the GPU has SMs (compute capability 9.x),
     /// for a kernel with f16 C,
     /// no bias and no epilogue, and is not stream-K, adds each split's partial into
     /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 (or, where it starts
@@ -456,7 +457,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// (the default tile and split count depend on its number of SMs). Launches without K splits,
     /// kernels with bf16 C, a bias or a fused epilogue, stream-K launches, the `mma.sync` tiles of
     /// more than 8 rows (M = 9-16 with the default tiles on sm_90a), launches of the 8-row tile with at
-    /// most one CTA per SM and every launch below compute capability 9.0 are deterministic either way. Batch invariance (a row of C the same whatever M is) also needs one declared tile, and
+    /// most one CTA per SM and every launch outside compute capability 9.x are deterministic either
+    /// way. Batch invariance (a row of C the same whatever M is) also needs one declared tile, and
     /// either `set_split_k(false)` (no splits: enough by itself) or `set_splits(Some(n))` with this
     /// on.
     pub fn set_deterministic(&self, on: bool) {
@@ -487,13 +489,15 @@ impl<A: Element, C: Element> Gemm<A, C> {
     fn split_mode(&self, t: &LoadedTile, m: usize, n: usize, k: usize) -> SplitMode {
         let (stream_k, splits) = self.launch_splits(t, m, n, k);
         // The 8-row mma.sync tile only where its launch has more CTAs than SMs, on compute
-        // capability 9.0+ (where it was measured; codegen::atomic_split_k).
+        // capability 9.x (where it was measured; codegen::atomic_split_k). (Decided once per call:
+        // where M is cut into launches of at most 65535 row tiles, a last short launch follows the
+        // first's decision.)
         let atomic_c = !self.deterministic()
             && splits > 1
             && stream_k.is_none()
             && humming_spec::codegen::atomic_split_k(&self.spec, &t.tile)
             && (t.tile.mma == Mma::Wgmma
-                || (self.cap >= 90
+                || (self.cap / 10 == 9
                     && output_tiles(&t.tile, m, n).saturating_mul(splits) > self.sms));
         let cluster = stream_k.is_none()
             && !atomic_c
@@ -830,7 +834,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Gemm::run_strided`].
     ///
-    /// By default, on sm_90a with f16 C and no bias or epilogue, a launch may add its K splits into
+    /// By default, on compute capability 9.x with f16 C and no bias or epilogue, a launch may add its K splits into
     /// C with f16 atomics, so that the last bits can differ between launches
     /// ([`Gemm::uses_atomic_c`] says when; [`Gemm::set_deterministic`] turns it off).
     ///

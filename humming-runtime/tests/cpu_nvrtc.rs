@@ -34,6 +34,9 @@ fn generated_sources_compile_to_cubins() {
         "a: bf16, b: i8, scale: channel, epilogue: silu",
         // W4A16: its staged wgmma tiles compile the atomic split-K path (Gemm::kAtomicC).
         "a: f16, b: i4, scale: group(128)",
+        // An 8-row tile whose staged f32 tile (8 x 260 floats) does not fit its 6 KiB of shared
+        // memory: no atomic split-K, on both sides of the static_assert that compares them.
+        "a: f16, b: u1, scale: channel, tiles: [tile(block = (8, 256, 64), warp = (8, 64, 64), stages = 2, mma = sync)]",
     ] {
         let spec = parse_kernel_str(fields).unwrap();
         let src = generate_cuda(&spec);

@@ -702,10 +702,13 @@ fn gpu_stream_k() {
 }
 
 /// Split-K by f16 atomic additions into C (the default; `Gemm::set_deterministic(true)` turns it off).
-/// The default 8-row `mma.sync` tile never adds with atomics: with 2, 3, 5 and 8 splits, M = 1, 5, 8
-/// and 13 (two row tiles), N = 576 (the last tile half past N), K = 2304 and 4096, group scales with
-/// and without integer zero points, channel scales, a 3-bit float-offset format and a bias, two
-/// launches give the same bits (`run_case`) and match the f64 reference. On sm_90a, four staged wgmma
+/// The default 8-row `mma.sync` tile adds with atomics only on compute capability 9.x and where its
+/// launch has more CTAs than SMs: with 2, 3, 5 and 8 splits, M = 1, 5, 8 and 13 (two row tiles),
+/// N = 576 (the last tile half past N), K = 2304 and 4096, group scales with and without integer zero
+/// points, channel scales, a 3-bit float-offset format and a bias (at most 80 CTAs: on the H200
+/// deterministic), two launches give the same bits (`run_case`) and match the f64 reference; at
+/// N = 8192 with 2 / 3 / 5 splits (128 / 192 / 320 CTAs) the launches of more CTAs than SMs go
+/// through `check_atomic_case`, the others through `run_case`. On sm_90a, four staged wgmma
 /// tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at M = 200 at one and
 /// at two CTAs per SM: two row tiles, the second partial) add from the staged epilogue with 16-byte
 /// vector atomics, cluster sums off: every row of both launches of each case against the reference
@@ -724,6 +727,15 @@ fn gpu_atomic_split_k() {
     };
     let mut rng = Rng::new(seed() ^ 0xA701_C0DE);
     let (mut cases, mut worst) = (0, 0f64);
+    let cap = stream.context().compute_capability().unwrap_or((0, 0));
+    let sms = stream
+        .context()
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .expect("SM count") as usize;
+    // The runtime's rule for the 8-row tile (humming-runtime `Gemm::split_mode`).
+    let atomic_8_rows = |ctas: usize| cap.0 == 9 && ctas > sms;
     let formats = [
         (4, Zp::Symmetric, 128, false),
         (4, Zp::Integer, 128, false),
@@ -753,10 +765,11 @@ fn gpu_atomic_split_k() {
                     gemm.set_splits(Some(splits));
                     let label =
                         format!("w{bits} {zp:?} g{g} bias {bias} M={m} K={k} splits={splits}");
-                    // 5 output tiles x at most 8 splits: at most one CTA per SM (deterministic).
-                    assert!(
-                        !gemm.uses_atomic_c(m, n, k),
-                        "{label}: 8-row tile atomic with at most 40 CTAs"
+                    let ctas = n.div_ceil(128) * m.div_ceil(8) * splits;
+                    assert_eq!(
+                        gemm.uses_atomic_c(m, n, k),
+                        atomic_8_rows(ctas) && !bias,
+                        "{label}: {ctas} CTAs"
                     );
                     let (e, _) = run_case(
                         &stream,
@@ -777,17 +790,11 @@ fn gpu_atomic_split_k() {
             gemm.set_splits(None);
         }
     }
-    // The 8-row tile's atomics (compute capability 9.0+, launches of more CTAs than SMs): N = 8192
+    // The 8-row tile's atomics (compute capability 9.x, launches of more CTAs than SMs): N = 8192
     // (64 output tiles) with 2-5 splits, so that the launch has fewer or more CTAs than the GPU's SMs
-    // (132 on the H200), also more than two per SM (more than one wave: a split may end before split
-    // 0 of its tile has started).
-    let cap = stream.context().compute_capability().unwrap_or((0, 0));
-    let sms = stream
-        .context()
-        .attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )
-        .expect("SM count") as usize;
+    // (132 on the H200), also more than two per SM (more than one wave of resident CTAs). The late
+    // zeroing path (a split that ends before split 0 has claimed C) is check_atomic_case's run
+    // without the start claim.
     {
         let sp = spec_for("f16", 4, Zp::Symmetric, 128, false, extra);
         let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c_8row", sp).expect("compile");
@@ -801,10 +808,10 @@ fn gpu_atomic_split_k() {
             for splits in [2usize, 3, 5] {
                 gemm.set_splits(Some(splits));
                 let label = format!("8-row tile M={m} K={k} splits={splits}");
-                let atomic = cap.0 >= 9 && 64 * splits > sms;
+                let atomic = atomic_8_rows(64 * splits);
                 assert_eq!(gemm.uses_atomic_c(m, n, k), atomic, "{label}");
                 let e = if atomic {
-                    check_atomic_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label)
+                    check_atomic_case(&stream, &gemm, &w, &w_ref, &dw, m, splits, &mut rng, &label)
                 } else {
                     let (e, _) = run_case(
                         &stream,
@@ -883,7 +890,8 @@ fn gpu_atomic_split_k() {
                 );
                 assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                 let label = format!("{tile} M={m} K={k} splits={splits} atomic");
-                let e = check_atomic_case(&stream, &gemm, &w, &w_ref, &dw, m, &mut rng, &label);
+                let e =
+                    check_atomic_case(&stream, &gemm, &w, &w_ref, &dw, m, splits, &mut rng, &label);
                 worst = worst.max(e);
                 cases += 1;
             }
@@ -892,8 +900,8 @@ fn gpu_atomic_split_k() {
     println!("{name}: {cases} cases passed, worst relative error {worst:.3e}");
 }
 
-/// One atomic split-K case of `gemm` (its launch of `m` rows must add its K splits with atomics, and
-/// leaves the gemm in that mode): every row against the reference, C at 4 bytes past a 16-byte
+/// One atomic split-K case of `gemm` (its launch of `m` rows in `splits` K splits must add them with
+/// atomics; leaves the gemm in that mode): every row against the reference, C at 4 bytes past a 16-byte
 /// boundary (the f16x2 atomics instead of the 16-byte ones), split 0 without its start claim (the
 /// first split to end zeroes C), and the deterministic launch of the same inputs, whose bits must
 /// differ somewhere (the atomics really added in f16). Returns the atomic launch's error.
@@ -905,6 +913,7 @@ fn check_atomic_case(
     w_ref: &[f64],
     dw: &cuda::DeviceWeights,
     m: usize,
+    splits: usize,
     rng: &mut Rng,
     label: &str,
 ) -> f64 {
@@ -950,6 +959,27 @@ fn check_atomic_case(
         bits, bits_det,
         "{label}: the atomic launch gave the workspace path's bits"
     );
+    // Element by element, the atomic sums stay within a few f16 roundings per split of the
+    // deterministic ones (the relative error over all of C above could hide one lost or doubled
+    // split's 16 bytes; that would move those elements by about a split's share, far beyond this).
+    let det: Vec<f64> = bits_det
+        .iter()
+        .map(|&b| f16::from_bits(b).to_f64())
+        .collect();
+    let scale = det.iter().fold(0f64, |a, v| a.max(v.abs()));
+    // Each split: its partial rounded to f16, then the sum (2^-11 each, relative); the workspace path
+    // rounds once. Partials and running sums stay within C's largest magnitude here (random data,
+    // no cancellation to speak of); twice that for margin.
+    let tol = 2.0 * (2 * splits + 1) as f64 * scale * 2f64.powi(-11);
+    for (i, (&b, &d)) in bits.iter().zip(&det).enumerate() {
+        let v = f16::from_bits(b).to_f64();
+        assert!(
+            (v - d).abs() <= tol,
+            "{label}: C[{}, {}] = {v} with atomics, {d} deterministic (tolerance {tol:.3e})",
+            i / n,
+            i % n
+        );
+    }
     let _ = rng.below(2); // fresh inputs for the next case
     e
 }

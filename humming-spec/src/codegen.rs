@@ -293,16 +293,19 @@ pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
 
 /// Whether a tile's kernel can add its K splits into C with f16 atomics (the CUDA side's
 /// `Gemm::kAtomicC`, honoured when the runtime sets the `GemmParams` flag `kFlagAtomicC`): a tile
-/// with the [`staged_epilogue`], or the 8-row `mma.sync` tile (block M = 8, whose f32 tile the same
-/// epilogue stages), which adds the tile with 16-byte vector atomics `red.add.noftz.v4.f16x2` from
+/// with the [`staged_epilogue`], or the 8-row `mma.sync` tile (block M = 8) whose f32 tile, 8 x
+/// (block N + 4) floats, fits its [`smem_bytes`] (the same epilogue stages it), which adds the tile with 16-byte vector atomics `red.add.noftz.v4.f16x2` from
 /// shared memory, in a kernel with f16 C, no bias and no epilogue, so that C is linear in each
-/// split's partial. The runtime uses the 8-row tile's atomics only where its launch has more CTAs
-/// than SMs: on the H200 (W4A16 g128, M = 1, seventeenth session) they gained at 8192 x 8192 and
+/// split's partial. The runtime uses the 8-row tile's atomics only on compute capability 9.x (where
+/// they were measured) and where its launch has more CTAs than SMs: on the H200 (W4A16 g128, M = 1, seventeenth session) they gained at 8192 x 8192 and
 /// 4096 x 14336 (256 CTAs: 11.8 -> 11.2, 10.7 -> 10.2 us) but lost at 4096 x 4096 (128 CTAs: 5.7 ->
 /// 6.8), where the deterministic tail's one wave of single CTAs is short. Not the 16-row tiles:
 /// atomics from their registers made ptxas spill in the main loop.
 pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
-    (staged_epilogue(spec, t) || (t.mma == Mma::Sync && t.block_m == 8))
+    let staged_8_rows = t.mma == Mma::Sync
+        && t.block_m == 8
+        && 8 * (t.block_n as u32 + 4) * 4 <= smem_bytes(spec, t);
+    (staged_epilogue(spec, t) || staged_8_rows)
         && spec.c == DType::F16
         && !spec.bias
         && spec.epilogue == Epilogue::None

@@ -524,7 +524,8 @@ fn check_spec_applies_the_declaration_rules() {
 }
 
 /// Atomic split-K (`codegen::atomic_split_k`, the CUDA side's `kAtomicC`): exactly the staged
-/// `wgmma` tiles of a kernel with f16 C, no bias and no epilogue; never an `mma.sync` tile.
+/// `wgmma` tiles and the 8-row `mma.sync` tiles of a kernel with f16 C, no bias and no epilogue;
+/// never an `mma.sync` tile of more rows.
 #[test]
 fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles_of_linear_f16_kernels() {
     use humming_spec::codegen::{atomic_split_k, staged_epilogue};
@@ -542,6 +543,21 @@ fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles_of_linear_f16_kernels() {
         assert_eq!(atomic_split_k(&w4a16, t), expected, "{t}");
     }
     assert!(tiles.iter().any(|t| atomic_split_k(&w4a16, t)));
+    // An 8-row tile whose f32 tile (8 x (256 + 4) floats) does not fit its shared memory: no atomics
+    // (the CUDA side's kAtomic8 asks the same; the generated source's static_assert compares them).
+    let small = spec(
+        "a: f16, b: u1, scale: channel, tiles: [tile(block = (8, 256, 64), warp = (8, 64, 64), stages = 2, mma = sync)]",
+    );
+    let t = &tiles_of(&small)[0];
+    assert!(
+        humming_spec::codegen::smem_bytes(&small, t) < 8 * 260 * 4,
+        "{t}"
+    );
+    assert!(!atomic_split_k(&small, t), "{t}");
+    let roomy = spec(
+        "a: f16, b: u4, scale: channel, tiles: [tile(block = (8, 256, 64), warp = (8, 64, 64), stages = 3, mma = sync)]",
+    );
+    assert!(atomic_split_k(&roomy, &tiles_of(&roomy)[0]));
     for other in [
         "a: bf16, b: u4, scale: group(128), arch: [sm_90a]",
         "a: f16, b: u4, scale: group(128), bias: true, arch: [sm_90a]",
