@@ -18,7 +18,8 @@
 // 8192 x 8192 with a free tail. Fewer instructions and no barrier did not make the stream faster:
 // not pursued.
 //
-// Build and run on the GPU machine:  nvcc -O3 -arch=sm_90a -o /tmp/reg_probe scripts/reg_probe.cu
+// Build and run on the GPU machine (probe_timing.cuh beside it):
+//                                     nvcc -O3 -arch=sm_90a -o /tmp/reg_probe scripts/reg_probe.cu
 //                                     /tmp/reg_probe
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -27,15 +28,8 @@
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include "probe_timing.cuh"
 
-#define CK(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 typedef unsigned u32;
 
@@ -208,9 +202,6 @@ int main() {
   CK(cudaMemset(a, 0x11, 16384 * 16));
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   struct Shape {
     int n, k;
   } shapes[] = {{4096, 4096}, {8192, 8192}, {28672, 4096}, {4096, 14336}};
@@ -246,29 +237,9 @@ int main() {
                                 sh.n, sh.k, splits, 1, 1));
           CK(cudaGetLastError());
         };
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        for (int l = 0; l < launches; ++l) launch(l);
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaStreamSynchronize(st));
-        std::vector<float> t;
-        for (int r = 0; r < 9; ++r) {
-          CK(cudaEventRecord(e0, st));
-          CK(cudaGraphLaunch(ge, st));
-          CK(cudaEventRecord(e1, st));
-          CK(cudaEventSynchronize(e1));
-          float ms = 0;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          t.push_back(ms * 1e3f / launches);
-        }
-        std::sort(t.begin(), t.end());
+        const GraphTime t = time_graph(st, launches, 9, launch);
         std::printf("%-10s %5dx%-6d %6d %4d %10.2f   (min %.2f max %.2f)\n", v.name, sh.n, sh.k, splits, 1,
-                    t[t.size() / 2], t.front(), t.back());
-        CK(cudaGraphExecDestroy(ge));
-        CK(cudaGraphDestroy(g));
+                    t.median, t.min, t.max);
       }
     }
   }

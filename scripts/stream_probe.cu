@@ -25,15 +25,8 @@
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include "probe_timing.cuh"
 
-#define CK(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
@@ -189,29 +182,9 @@ int main() {
         }
         CK(cudaGetLastError());
       };
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int l = 0; l < launches; ++l) launch(l);
-      CK(cudaStreamEndCapture(st, &g));
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      CK(cudaGraphLaunch(ge, st));
-      CK(cudaStreamSynchronize(st));
-      std::vector<float> t;
-      for (int r = 0; r < 7; ++r) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 1e3f / launches);
-      }
-      std::sort(t.begin(), t.end());
+      const GraphTime t = time_graph(st, launches, 7, launch);
       std::printf("%-6s %6d %4d %10.2f %10.2f   (min %.2f max %.2f)\n", c.kernel, c.stages, c.pdl, bytes / 1e6,
-                  t[t.size() / 2], t.front(), t.back());
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
+                  t.median, t.min, t.max);
     }
   }
   CK(cudaDeviceSynchronize());
