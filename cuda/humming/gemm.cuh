@@ -138,7 +138,8 @@ struct Gemm {
   // rows over the splits' shared tiles (distributed shared memory), in split order.
   static constexpr int kStageLd = Tl::BN + 4;
   static constexpr int kMaxClusterSplits = 8;  // portable cluster size
-  static constexpr bool kStaged = kWgmma && Tl::BM * kStageLd * 4 <= kSmemBytes;
+  static constexpr bool kTileFits = Tl::BM * kStageLd * 4 <= kSmemBytes;  // the f32 tile (codegen::f32_tile_fits)
+  static constexpr bool kStaged = kWgmma && kTileFits;
   static_assert(kLaunchThreads <= 1024, "too many threads per CTA");
 
   // Split-K partials: the kAccThreads threads of K-warp 0 hold the tile's accumulators, kQuads float4s
@@ -170,7 +171,7 @@ struct Gemm {
   // staged epilogue adds the tile with 16-byte vector atomics. The runtime sets the flag for the
   // 8-row tile only where its launch has more CTAs than SMs (codegen::atomic_split_k). Not the 16-row
   // tiles: atomics from their registers made ptxas spill in the main loop.
-  static constexpr bool kAtomic8 = kSwapAB && !kWgmma && Tl::BM == 8 && 8 * kStageLd * 4 <= kSmemBytes;
+  static constexpr bool kAtomic8 = kSwapAB && !kWgmma && Tl::BM == 8 && kTileFits;
   static constexpr bool kAtomicC =
       (kStaged || kAtomic8) && !T::kIsBf16 && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
 

@@ -142,10 +142,8 @@ pub struct Gemm<A: Element, C: Element> {
     forced_splits: std::sync::atomic::AtomicUsize,
     /// [`Gemm::set_stream_k`]: 0 = off, n = n CTAs.
     stream_k: std::sync::atomic::AtomicUsize,
-    /// The device's compute capability, e.g. 90.
+    /// The device's compute capability, e.g. 90 (programmatic dependent launch from 90 on).
     cap: u32,
-    /// Programmatic dependent launch (compute capability 9.0 and newer).
-    pdl_capable: bool,
     pdl: std::sync::atomic::AtomicBool,
     /// [`Gemm::set_early_dependent_trigger`]: 0 = the automatic rule, 1 = always, 2 = never.
     pdl_early: std::sync::atomic::AtomicU8,
@@ -364,7 +362,6 @@ impl<A: Element, C: Element> Gemm<A, C> {
             forced_splits: std::sync::atomic::AtomicUsize::new(0),
             stream_k: std::sync::atomic::AtomicUsize::new(0),
             cap,
-            pdl_capable: cap >= 90,
             pdl: std::sync::atomic::AtomicBool::new(cap >= 90),
             pdl_early: std::sync::atomic::AtomicU8::new(0),
             cluster_split_k: std::sync::atomic::AtomicBool::new(true),
@@ -395,7 +392,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// Dependent Launch and Synchronization").
     pub fn set_programmatic_launch(&self, on: bool) {
         self.pdl
-            .store(on && self.pdl_capable, std::sync::atomic::Ordering::Relaxed);
+            .store(on && self.cap >= 90, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Where a launch that uses programmatic dependent launch lets the next kernel of the stream start:
@@ -440,17 +437,16 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// with atomics where that is faster. Off: a launch that splits K on a `wgmma` tile with the
     /// staged epilogue (`codegen::atomic_split_k`: the default tiles for M > 16 on sm_90a), or on the
     /// 8-row `mma.sync` tile (M <= 8) with more CTAs than the GPU has SMs (compute capability 9.x),
-    /// for a kernel with f16 C,
-    /// no bias and no epilogue, and is not stream-K, adds each split's partial into
-    /// C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 (or, where it starts
+    /// for a kernel with f16 C, no bias and no epilogue, and is not stream-K, adds each split's
+    /// partial into C with 16-byte f16 atomics (PTX `red.add.noftz.v4.f16x2`) once split 0 (or, where it starts
     /// late, the first split to finish) has zeroed the tile's C, instead of summing the partials
     /// through the workspace or a cluster: no split waits for the others, and none reloads their
     /// partials (H200, W4A16 g128, 4096 x 4096: M = 128 15.8 -> 11.9 us, M = 64 10.7 -> 9.2;
     /// 4096 x 14336, M = 32 19.0 -> 15.5). humming-kernels reduces its
     /// stream-K slices into C the same way by default; vLLM's Marlin kernels have it opt-in
-    /// (`use_atomic_add`). H200, W4A16 g128, M = 1 with the 8-row tile (256 CTAs): 8192 x 8192 11.8 ->
-    /// 11.2 us, 4096 x 14336 10.7 -> 10.2. The price: the order of the additions, and so the last bits of C, may
-    /// change from launch to launch; each split adds two f16 roundings to an output (its partial's,
+    /// (`use_atomic_add`). H200, W4A16 g128, M = 1 with the 8-row tile (256 CTAs): 8192 x 8192
+    /// 11.8 -> 11.2 us, 4096 x 14336 10.7 -> 10.2. The price: the order of the additions, and so the
+    /// last bits of C, may change from launch to launch; each split adds two f16 roundings to an output (its partial's,
     /// and the addition's: relative error within about 2 x splits x 2^-11 of the largest partial),
     /// and a partial beyond the f16 range becomes infinite even where the sum would not be. On: every
     /// launch sums its splits in split order, and the same inputs give the same bits on the same GPU
@@ -834,8 +830,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Gemm::run_strided`].
     ///
-    /// By default, on compute capability 9.x with f16 C and no bias or epilogue, a launch may add its K splits into
-    /// C with f16 atomics, so that the last bits can differ between launches
+    /// By default, on compute capability 9.x with f16 C and no bias or epilogue, a launch may add its
+    /// K splits into C with f16 atomics, so that the last bits can differ between launches
     /// ([`Gemm::uses_atomic_c`] says when; [`Gemm::set_deterministic`] turns it off).
     ///
     /// Asynchronous: the kernel is queued on the stream and its launch error checked; C is ready once

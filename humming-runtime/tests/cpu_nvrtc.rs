@@ -75,8 +75,8 @@ fn concurrent_compilations_of_one_source() {
     if !nvrtc_present() {
         return;
     }
-    // A fresh cache for this test (the variable is process-wide, so the kernels here differ from the
-    // other test's by a comment: no cubin is shared through the cache either way).
+    // A source no cache holds yet (a comment with this process's id), so that every thread compiles
+    // it rather than reading another's cubin.
     let spec = parse_kernel_str("a: f16, b: u4, scale: channel").unwrap();
     let src = format!(
         "// concurrent_compilations_of_one_source {}\n{}",

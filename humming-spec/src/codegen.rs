@@ -282,29 +282,35 @@ pub fn ctas_fit(spec: &KernelSpec, t: &TileConfig) -> Result<(), u32> {
 /// thread-block cluster size of sm_90.
 pub const MAX_CLUSTER_SPLITS: u32 = 8;
 
+/// Whether a tile's f32 output tile, `block_m x (block_n + 4)` floats, fits its [`smem_bytes`] (the
+/// CUDA side's `Gemm::kTileFits`): the staged epilogue's condition.
+fn f32_tile_fits(spec: &KernelSpec, t: &TileConfig) -> bool {
+    t.block_m as u32 * (t.block_n as u32 + 4) * 4 <= smem_bytes(spec, t)
+}
+
 /// Whether a tile writes C through shared memory (the CUDA side's `Gemm::kStaged`): `wgmma` tiles whose
-/// f32 output tile, `block_m x (block_n + 4)` floats, fits [`smem_bytes`]. Such a tile's K splits (at
+/// f32 output tile fits ([`f32_tile_fits`]). Such a tile's K splits (at
 /// most [`MAX_CLUSTER_SPLITS`]) can be launched as one thread-block cluster per output tile and summed
 /// through distributed shared memory instead of the global split-K workspace (the runtime sets the
 /// `GemmParams` flag `kFlagClusterSplitK` with the cluster launch attribute).
 pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
-    t.mma == Mma::Wgmma && t.block_m as u32 * (t.block_n as u32 + 4) * 4 <= smem_bytes(spec, t)
+    t.mma == Mma::Wgmma && f32_tile_fits(spec, t)
 }
 
 /// Whether a tile's kernel can add its K splits into C with f16 atomics (the CUDA side's
 /// `Gemm::kAtomicC`, honoured when the runtime sets the `GemmParams` flag `kFlagAtomicC`): a tile
-/// with the [`staged_epilogue`], or the 8-row `mma.sync` tile (block M = 8) whose f32 tile, 8 x
-/// (block N + 4) floats, fits its [`smem_bytes`] (the same epilogue stages it), which adds the tile with 16-byte vector atomics `red.add.noftz.v4.f16x2` from
-/// shared memory, in a kernel with f16 C, no bias and no epilogue, so that C is linear in each
-/// split's partial. The runtime uses the 8-row tile's atomics only on compute capability 9.x (where
-/// they were measured) and where its launch has more CTAs than SMs: on the H200 (W4A16 g128, M = 1, seventeenth session) they gained at 8192 x 8192 and
-/// 4096 x 14336 (256 CTAs: 11.8 -> 11.2, 10.7 -> 10.2 us) but lost at 4096 x 4096 (128 CTAs: 5.7 ->
-/// 6.8), where the deterministic tail's one wave of single CTAs is short. Not the 16-row tiles:
-/// atomics from their registers made ptxas spill in the main loop.
+/// with the [`staged_epilogue`], or the 8-row `mma.sync` tile (block M = 8) whose f32 tile fits
+/// ([`f32_tile_fits`]; the same epilogue stages it), which adds the tile with 16-byte vector atomics
+/// `red.add.noftz.v4.f16x2` from shared memory, in a kernel with f16 C, no bias and no epilogue, so
+/// that C is linear in each split's partial. The runtime uses the 8-row tile's atomics only on
+/// compute capability 9.x (where they were measured) and where its launch has more CTAs than SMs: on
+/// the H200 (W4A16 g128, M = 1, seventeenth session) they gained at 8192 x 8192 and 4096 x 14336
+/// (256 CTAs: 11.8 -> 11.2, 10.7 -> 10.2 us) but lost at 4096 x 4096 (128 CTAs: 5.7 -> 6.8), where
+/// the deterministic tail's one wave of single CTAs is short. Not the 16-row tiles: atomics from
+/// their registers made ptxas spill in the main loop (and through the staged epilogue the two-CTA
+/// 16-row tile's loop went from 344 to 401 instructions per stage, with a spill).
 pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
-    let staged_8_rows = t.mma == Mma::Sync
-        && t.block_m == 8
-        && 8 * (t.block_n as u32 + 4) * 4 <= smem_bytes(spec, t);
+    let staged_8_rows = t.mma == Mma::Sync && t.block_m == 8 && f32_tile_fits(spec, t);
     (staged_epilogue(spec, t) || staged_8_rows)
         && spec.c == DType::F16
         && !spec.bias
