@@ -59,6 +59,10 @@ struct Args {
     /// would (`Gemm::set_deterministic(true)`).
     #[arg(long)]
     deterministic: bool,
+    /// Atomic split-K launches without split 0's claim of C's zeroing at its start
+    /// (`Gemm::set_atomic_start_claim(false)`: the first split to end zeroes C, the others wait).
+    #[arg(long)]
+    no_start_claim: bool,
     /// Stream-K settings to time, comma separated (`Gemm::set_stream_k`): `off` (the default) or a
     /// number of CTAs.
     #[arg(long, default_value = "off")]
@@ -176,6 +180,9 @@ fn main() -> Res<()> {
             let gemm = Gemm::<f16, f16>::compile(&stream, "tune", spec)?;
             if args.no_pdl {
                 gemm.set_programmatic_launch(false);
+            }
+            if args.no_start_claim {
+                gemm.set_atomic_start_claim(false);
             }
             if args.deterministic {
                 gemm.set_deterministic(true);
