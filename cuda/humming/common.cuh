@@ -294,6 +294,26 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* addr) {
   return v;
 }
 
+// A relaxed (not acquire) load at GPU scope: its value may be used later, after other work; the
+// acquire pattern is completed where it is used by fence_acquire_gpu (PTX memory model: a relaxed
+// load followed by an acquire fence is an acquire pattern).
+__device__ __forceinline__ int ld_relaxed_gpu(const int* addr) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+
+// The acquire half of a fence at GPU scope: `fence.acquire` (PTX ISA 8.6, sm_90; SASS: an L1
+// invalidation, CCTL.IVALL, without the MEMBAR of fence.acq_rel), else fence.acq_rel.
+__device__ __forceinline__ void fence_acquire_gpu() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+  asm volatile("fence.acquire.gpu;\n" ::: "memory");
+#else
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void st_release_gpu(int* addr, int v) {
   asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
 }
