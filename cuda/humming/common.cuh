@@ -294,23 +294,33 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* addr) {
   return v;
 }
 
-// A relaxed (not acquire) load at GPU scope: its value may be used later, after other work; the
-// acquire pattern is completed where it is used by fence_acquire_gpu (PTX memory model: a relaxed
-// load followed by an acquire fence is an acquire pattern).
-__device__ __forceinline__ int ld_relaxed_gpu(const int* addr) {
+// An acquire read at GPU scope split in two, so that its L2 round trip can overlap other work:
+// ld_split_acquire_gpu issues the load, split_acquire_complete_gpu (later, in the same thread, before
+// anything that must be ordered after the read: only the accesses after it are) completes the
+// acquire. Where `fence.acquire` exists (PTX ISA 8.6, CUDA 12.8+, sm_90+) the load is relaxed (a strong
+// read) and the completion that fence (SASS: an L1 invalidation, CCTL.IVALL; PTX memory model: a
+// strong read followed by an acquire fence is an acquire pattern). Elsewhere the load is an acquire and
+// the completion nothing: fence.acq_rel there costs a MEMBAR.GPU more than the acquire load.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+#define HUMMING_FENCE_ACQUIRE 1
+#else
+#define HUMMING_FENCE_ACQUIRE 0
+#endif
+
+__device__ __forceinline__ int ld_split_acquire_gpu(const int* addr) {
+#if HUMMING_FENCE_ACQUIRE
   int v;
   asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
   return v;
+#else
+  return ld_acquire_gpu(addr);
+#endif
 }
 
-// The acquire half of a fence at GPU scope: `fence.acquire` (PTX ISA 8.6, sm_90; SASS: an L1
-// invalidation, CCTL.IVALL, without the MEMBAR of fence.acq_rel), else fence.acq_rel.
-__device__ __forceinline__ void fence_acquire_gpu() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
-    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+__device__ __forceinline__ void split_acquire_complete_gpu() {
+#if HUMMING_FENCE_ACQUIRE
   asm volatile("fence.acquire.gpu;\n" ::: "memory");
-#else
-  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 #endif
 }
 

@@ -397,14 +397,14 @@ struct Gemm {
   }
 
   // The wait, at a tail, until the tile's C is zeroed (claiming the zeroing if nobody has: the compute
-  // threads zero it and thread 0 releases it). `seen`: thread 0's relaxed load of the lock word, issued
-  // right after the main loop (segment); an acquire fence makes it an acquire where it shows C zeroed
-  // (the loads of the wait loop are acquires themselves).
+  // threads zero it and thread 0 releases it). `seen`: thread 0's read of the lock word, issued right
+  // after the main loop (segment) with ld_split_acquire_gpu; completed here where it shows C zeroed (the
+  // loads of the wait loop are acquires themselves, and a CTA that claims the zeroing needs none).
   __device__ __forceinline__ static void await_zeroed_c_cta(const GemmParams& p, int tile, int m0, int n0, int seen) {
     __shared__ int s_zero;  // 1: this CTA zeroes the tile; 2: it is zeroed
     if (threadIdx.x == 0) {
       u32 v = static_cast<u32>(seen);  // (0 free, 1 claimed, 2 or more zeroed: unsigned)
-      if (v >= 2) fence_acquire_gpu();  // `seen` was a relaxed load: this completes its acquire
+      if (v >= 2) split_acquire_complete_gpu();  // (`seen`: ld_split_acquire_gpu)
       while (v < 2) {
         if (v == 0 && atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0) break;
         if (v == 1) __nanosleep(64);
@@ -905,17 +905,16 @@ struct Gemm {
         }
       }
     }
-    // kFlagAtomicC: thread 0 reads the tile's lock word now, relaxed; await_zeroed_c_cta completes the
-    // acquire with fence_acquire_gpu where it uses the value. (An acquire load here made warp 0 wait
-    // out the L2 round trip at once: its L1 invalidation, CCTL.IVALL, waits for the load. Relaxed, the
-    // round trip overlaps the K-warp sum and the f32 tile's shared stores; H200, 8-row tile, M = 1 / 8:
-    // 0.992-0.999x the time at 8192 x 8192 and 4096 x 14336.)
+    // kFlagAtomicC: thread 0 reads the tile's lock word now (ld_split_acquire_gpu: on sm_90 a relaxed
+    // load whose acquire await_zeroed_c_cta completes where it uses the value, so that the L2 round
+    // trip overlaps the K-warp sum and the f32 tile's shared stores; an acquire load here made warp 0,
+    // and the CTA at its next barrier, wait it out at once: PERFORMANCE.md, v33).
     int lock_seen = 0;
     const bool atomic_c = atomic_launch();
     // (Read only where the claim ran: thread 0 wrote it before the claim's barriers.)
     const bool zeroed_here = kAtomicC && start_claim() && s_zeroed_here() != 0;
     if constexpr (kAtomicC) {
-      if (atomic_c && !zeroed_here && threadIdx.x == 0) lock_seen = ld_relaxed_gpu(p.locks + seg.tile);
+      if (atomic_c && !zeroed_here && threadIdx.x == 0) lock_seen = ld_split_acquire_gpu(p.locks + seg.tile);
     }
     if constexpr (!kTma) cp_async_wait<0>();
     if constexpr (kWgmma) wgmma_wait<0>();
