@@ -1161,15 +1161,16 @@ fn gpu_graph_replay() {
 }
 
 /// Groups longer than a pipeline stage's block K (256 and 512 against block K 128 and 256): the loader
-/// keeps a scale row across stages, and K = 576 ends in a partial group. Widths 3, 4 and 8 (one, two
-/// and bf16's f32 dequant path), every zero-point kind, f16 and bf16.
-#[test]
-fn gpu_long_groups() {
-    let name = "gpu_long_groups";
-    let Some(stream) = gpu_or_skip(name) else {
+/// keeps a scale row across stages, and K = 576 ends in a partial group. One test per width (3, 4 and
+/// 8: one, two and bf16's f32 dequant path) and zero-point kind, each over both group sizes, f16 and
+/// bf16, so that they run in parallel (as one test, 36 kernels compiled one after the other on a cold
+/// cache took more than 330 s on the H200).
+fn long_groups_for(bits: u32, zp: Zp) {
+    let name = format!("gpu_long_groups_w{bits}_{zp:?}");
+    let Some(stream) = gpu_or_skip(&name) else {
         return;
     };
-    let mut rng = Rng::new(seed());
+    let mut rng = Rng::new(seed() ^ (u64::from(bits) << 16) ^ ((zp as u64) << 24));
     let (ms, ns, ks): (&[usize], &[usize], &[usize]) = if quick() {
         (&[1, 16], &[192], &[576])
     } else {
@@ -1179,31 +1180,73 @@ fn gpu_long_groups() {
         worst: 0.0,
         cases: 0,
     };
-    for bits in [3, 4, 8] {
-        for zp in [Zp::Symmetric, Zp::Integer, Zp::Float] {
-            for g in [256, 512] {
-                for dtype in 0..2 {
-                    let shapes = (ms, ns, ks);
-                    check_config(
-                        &stream,
-                        dtype,
-                        bits,
-                        zp,
-                        g,
-                        g == 256,
-                        "",
-                        shapes,
-                        &mut rng,
-                        &mut outcome,
-                    );
-                }
-            }
+    for g in [256, 512] {
+        for dtype in 0..2 {
+            let shapes = (ms, ns, ks);
+            check_config(
+                &stream,
+                dtype,
+                bits,
+                zp,
+                g,
+                g == 256,
+                "",
+                shapes,
+                &mut rng,
+                &mut outcome,
+            );
         }
     }
+    assert!(outcome.cases > 0, "{name}: no case ran");
     println!(
         "{name}: {} cases passed, worst relative error {:.3e}",
         outcome.cases, outcome.worst
     );
+}
+
+#[test]
+fn gpu_long_groups_w3_symmetric() {
+    long_groups_for(3, Zp::Symmetric);
+}
+
+#[test]
+fn gpu_long_groups_w3_integer() {
+    long_groups_for(3, Zp::Integer);
+}
+
+#[test]
+fn gpu_long_groups_w3_float() {
+    long_groups_for(3, Zp::Float);
+}
+
+#[test]
+fn gpu_long_groups_w4_symmetric() {
+    long_groups_for(4, Zp::Symmetric);
+}
+
+#[test]
+fn gpu_long_groups_w4_integer() {
+    long_groups_for(4, Zp::Integer);
+}
+
+#[test]
+fn gpu_long_groups_w4_float() {
+    long_groups_for(4, Zp::Float);
+}
+
+#[test]
+fn gpu_long_groups_w8_symmetric() {
+    long_groups_for(8, Zp::Symmetric);
+}
+
+#[test]
+fn gpu_long_groups_w8_integer() {
+    long_groups_for(8, Zp::Integer);
+}
+
+#[test]
+fn gpu_long_groups_w8_float() {
+    long_groups_for(8, Zp::Float);
 }
 
 /// Every tile kind on its own (one tile per kernel, so M does not pick another): the `mma.sync` tiles
