@@ -1204,49 +1204,27 @@ fn long_groups_for(bits: u32, zp: Zp) {
     );
 }
 
-#[test]
-fn gpu_long_groups_w3_symmetric() {
-    long_groups_for(3, Zp::Symmetric);
+/// One `#[test]` per (width, zero-point kind) of `long_groups_for`.
+macro_rules! long_groups_tests {
+    ($($name:ident: $bits:expr, $zp:ident;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                long_groups_for($bits, Zp::$zp);
+            }
+        )*
+    };
 }
-
-#[test]
-fn gpu_long_groups_w3_integer() {
-    long_groups_for(3, Zp::Integer);
-}
-
-#[test]
-fn gpu_long_groups_w3_float() {
-    long_groups_for(3, Zp::Float);
-}
-
-#[test]
-fn gpu_long_groups_w4_symmetric() {
-    long_groups_for(4, Zp::Symmetric);
-}
-
-#[test]
-fn gpu_long_groups_w4_integer() {
-    long_groups_for(4, Zp::Integer);
-}
-
-#[test]
-fn gpu_long_groups_w4_float() {
-    long_groups_for(4, Zp::Float);
-}
-
-#[test]
-fn gpu_long_groups_w8_symmetric() {
-    long_groups_for(8, Zp::Symmetric);
-}
-
-#[test]
-fn gpu_long_groups_w8_integer() {
-    long_groups_for(8, Zp::Integer);
-}
-
-#[test]
-fn gpu_long_groups_w8_float() {
-    long_groups_for(8, Zp::Float);
+long_groups_tests! {
+    gpu_long_groups_w3_symmetric: 3, Symmetric;
+    gpu_long_groups_w3_integer: 3, Integer;
+    gpu_long_groups_w3_float: 3, Float;
+    gpu_long_groups_w4_symmetric: 4, Symmetric;
+    gpu_long_groups_w4_integer: 4, Integer;
+    gpu_long_groups_w4_float: 4, Float;
+    gpu_long_groups_w8_symmetric: 8, Symmetric;
+    gpu_long_groups_w8_integer: 8, Integer;
+    gpu_long_groups_w8_float: 8, Float;
 }
 
 /// Every tile kind on its own (one tile per kernel, so M does not pick another): the `mma.sync` tiles
