@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
 #   bash .gpu/gpu-run.sh [tests|sanitize|races|all] [test name filters, `tests` only]
-# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~310-480 s (sixteenth session: 39 of 40
-# tests within 470 s on a cold kernel cache); near the 10-minute limit of a call, split it with test
-# name filters over two calls (e.g. `tests gpu_matrix`, then `tests gpu_tile gpu_long gpu_stream
-# gpu_atomic gpu_cluster gpu_batch gpu_dependent gpu_graph`). `sanitize` takes an estimated ~4 minutes
+# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~420-600 s (twentieth session: 49 tests
+# in 110 + 312 s on a cold kernel cache); near the 10-minute limit of a call, split it with test
+# name filters over two calls (`tests gpu_matrix gpu_graph gpu_dependent`, then `tests gpu_long
+# gpu_tile gpu_stream gpu_atomic gpu_cluster gpu_batch`). `sanitize` takes an estimated ~4 minutes
 # (2026-11-30: memcheck with 6-8 test threads, 231 s for 32 of the 35 tests in three partial runs):
 # with a 10-minute limit per call, run them in separate calls.
 set -uo pipefail
