@@ -117,6 +117,22 @@ fn random_weights(rng: &mut Rng, n: usize, k: usize) -> Vec<f32> {
     w
 }
 
+/// Random weights `[n, k]` (`random_weights`) quantized for `sp`, their f64 dequantization (the
+/// reference's B, row-major `[n, k]`) and their upload for `gemm`.
+fn random_uploaded<A: Element, C: Element>(
+    rng: &mut Rng,
+    sp: &spec::KernelSpec,
+    gemm: &Gemm<A, C>,
+    n: usize,
+    k: usize,
+) -> (QuantizedWeights, Vec<f64>, cuda::DeviceWeights) {
+    let wf = random_weights(rng, n, k);
+    let w = QuantizedWeights::quantize(sp, n, k, &wf).expect("quantize");
+    let w_ref = w.dequantize();
+    let dw = gemm.upload(&w).expect("upload weights");
+    (w, w_ref, dw)
+}
+
 struct Outcome {
     worst: f64,
     cases: usize,
@@ -274,10 +290,7 @@ fn config_cases<T: Element>(
     let (mut worst, mut cases) = (0f64, 0usize);
     for &n in ns {
         for &k in ks {
-            let wf = random_weights(rng, n, k);
-            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
-            let w_ref = w.dequantize();
-            let dw = gemm.upload(&w).expect("upload weights");
+            let (w, w_ref, dw) = random_uploaded(rng, &sp, &gemm, n, k);
             for &m in ms {
                 let label = format!("{kname} M={m} N={n} K={k}");
                 let (e, _) = run_case(
@@ -552,10 +565,7 @@ fn gpu_cluster_split_k() {
             // Split order in both paths (the default would add the workspace path's splits with
             // atomics instead).
             gemm.set_deterministic(true);
-            let wf = random_weights(&mut rng, n, k);
-            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
-            let w_ref = w.dequantize();
-            let dw = gemm.upload(&w).expect("upload weights");
+            let (w, w_ref, dw) = random_uploaded(&mut rng, &sp, &gemm, n, k);
             for m in [5, 40] {
                 for splits in [2, 3, 5, 8, 12] {
                     gemm.set_splits(Some(splits));
@@ -647,10 +657,7 @@ fn gpu_stream_k() {
             let gemm = Gemm::<f16, f16>::compile(&stream, "stream_k", sp).expect("compile");
             for &k in ks {
                 let n = 576;
-                let wf = random_weights(&mut rng, n, k);
-                let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
-                let w_ref = w.dequantize();
-                let dw = gemm.upload(&w).expect("upload weights");
+                let (w, w_ref, dw) = random_uploaded(&mut rng, &sp, &gemm, n, k);
                 for &m in ms {
                     for &ctas in ctas_list {
                         gemm.set_stream_k(Some(ctas));
@@ -771,10 +778,7 @@ fn gpu_atomic_split_k() {
             let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c", sp).expect("compile");
             assert!(!gemm.deterministic(), "atomics are the default");
             for &k in ks {
-                let wf = random_weights(&mut rng, n, k);
-                let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
-                let w_ref = w.dequantize();
-                let dw = gemm.upload(&w).expect("upload weights");
+                let (w, w_ref, dw) = random_uploaded(&mut rng, &sp, &gemm, n, k);
                 for &m in ms {
                     for &splits in splits_list {
                         gemm.set_splits(Some(splits));
