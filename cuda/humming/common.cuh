@@ -328,6 +328,17 @@ __device__ __forceinline__ void st_release_gpu(int* addr, int v) {
   asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
 }
 
+// A relaxed compare-and-swap at GPU scope: atomic on its word, no ordering of other accesses (no
+// MEMBAR.GPU before it, no L1 invalidation after: SASS ATOMG.E.CAS.STRONG.GPU alone).
+__device__ __forceinline__ int atomic_cas_relaxed_gpu(int* addr, int expected, int desired) {
+  int old;
+  asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], %2, %3;\n"
+               : "=r"(old)
+               : "l"(addr), "r"(expected), "r"(desired)
+               : "memory");
+  return old;
+}
+
 __device__ __forceinline__ int atomic_cas_acq_rel_gpu(int* addr, int expected, int desired) {
   int old;
   asm volatile("atom.acq_rel.gpu.global.cas.b32 %0, [%1], %2, %3;\n"

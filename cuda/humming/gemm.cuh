@@ -375,25 +375,37 @@ struct Gemm {
   }
 
   // A CTA that claimed the zeroing of its tile's C (lock word 1): the compute threads zero it, then
-  // thread 0 releases it (word 2).
-  __device__ __forceinline__ static void zero_c_tile_and_release_cta(const GemmParams& p, int tile, int m0, int n0) {
+  // thread `leader` releases it (word 2).
+  __device__ __forceinline__ static void zero_c_tile_and_release_cta(const GemmParams& p, int tile, int m0, int n0,
+                                                                     int leader = 0) {
     zero_c_tile_cta(p, m0, n0);
     sync_compute();
-    if (threadIdx.x == 0) st_release_gpu(p.locks + tile, 2);
+    if (threadIdx.x == leader) st_release_gpu(p.locks + tile, 2);
   }
 
-  // Split 0's claim at its start: the compute threads zero the tile if nobody has, then thread 0
-  // releases it. (Two barriers of the compute threads while the first stages load.) Records whether
-  // this CTA zeroed it (its tail then need not wait).
+  // Split 0's claim at its start: the compute threads zero the tile if nobody has, then the first
+  // lane of the last compute warp releases it. (Two barriers of the compute threads while the first
+  // stages load.) Records whether this CTA zeroed it (its tail then need not wait).
   // The answer stays in shared memory (s_zeroed_here) rather than in a register across the main loop.
+  // The claim is a relaxed CAS: nothing before it needs ordering (the previous kernel's accesses to C
+  // are complete and visible after griddepcontrol.wait, and no split reads or adds to C before it
+  // acquires word 2, which the release publishes with the zeroing), so it skips the acquire-release
+  // CAS's MEMBAR.GPU, which waited for the loads this thread had just issued. It and the release
+  // come from a warp that issues no bulk copy of the stage ring (the loader's issuing lanes are those
+  // of the first warps). H200, twenty-first session: per-CTA %globaltimer stamps of the 8-row tile at
+  // M = 1 showed split 0's CTAs ending their main loops ~2 us after split 1's, the claim's CAS and
+  // first barrier taking 1.47 us (median) and the zeroing and release 1.25; with this claim 0.48 and
+  // 1.09. Same-call A/B (three rounds): 8192 x 8192 M = 1 11.29 -> 10.82 us, 4096 x 14336 10.16 ->
+  // 9.77, 4096 x 4096 M = 32 (wgmma, 4 atomic splits) 8.86 -> 6.56; M = 128 0.96-0.98x.
   __device__ __forceinline__ static int& s_zeroed_here() {
     __shared__ int s;
     return s;
   }
   __device__ __forceinline__ static void claim_zero_c_cta(const GemmParams& p, int tile, int m0, int n0) {
-    if (threadIdx.x == 0) s_zeroed_here() = atomic_cas_acq_rel_gpu(p.locks + tile, 0, 1) == 0;
+    constexpr int kLeader = kThreads - 32;
+    if (threadIdx.x == kLeader) s_zeroed_here() = atomic_cas_relaxed_gpu(p.locks + tile, 0, 1) == 0;
     sync_compute();
-    if (s_zeroed_here() != 0) zero_c_tile_and_release_cta(p, tile, m0, n0);
+    if (s_zeroed_here() != 0) zero_c_tile_and_release_cta(p, tile, m0, n0, kLeader);
   }
 
   // The wait, at a tail, until the tile's C is zeroed (claiming the zeroing if nobody has: the compute
