@@ -6,13 +6,15 @@ the graph), then %globaltimer (ns) at: entry, after griddepcontrol.wait (W), aft
 the K-warp sum, exit, after the atomic tail's C-zeroed wait, after split 0's claim CAS and release
 (0 where not reached). Per case, over the steady-state launches (the first and last two dropped),
 prints medians [min .. max] in us of: the wait release after the previous launch's last exit, the
-main loop's end after W per K split (p50 / max), the SMs' finish (last loop end of their CTAs), and
-the tail (last exit after the last loop end).
+main loop's end after W per K split (p50 / max), the SMs' finish (last loop end of their CTAs), the
+tail (last exit after the last loop end), and per slot (the first and second CTA to enter an SM, or
+one alone on it) the entry and the loop end after W.
 
-    python3 scripts/timeline-analyze.py timeline.csv
+    python3 scripts/timeline-analyze.py timeline.csv     (or timeline.csv.gz)
 """
 import collections
 import csv
+import gzip
 import statistics as st
 import sys
 
@@ -26,7 +28,7 @@ def main(path):
     # One recorded replay per case; a case starts where the slot counter starts again at 0 (two runs
     # of one label stay apart).
     cases = []
-    for r in csv.reader(open(path)):
+    for r in csv.reader(gzip.open(path, "rt") if path.endswith(".gz") else open(path)):
         v = [int(x) for x in r[1:]]
         if v[0] == 0 or not cases:
             cases.append((r[0], []))
@@ -57,8 +59,21 @@ def main(path):
                     agg["claim: zeroing + release"].append((c["rel"] - c["cas"]) / 1e3)
             for v in by_sm.values():
                 agg["SM finish (last loop end) - W"].append((max(v) - w) / 1e3)
+            # CTAs by the order they entered their SM: the slot a CTA took decides when it starts
+            # (with PDL it enters as a CTA of the previous launch leaves that SM).
+            slots = collections.defaultdict(list)
+            for c in cs:
+                slots[c["sm"]].append(c)
+            for v in slots.values():
+                v.sort(key=lambda c: c["t0"])
+                if len(v) == 1:
+                    agg["slot: alone on its SM, loop end - W"].append((v[0]["loop"] - w) / 1e3)
+                    continue
+                for i, c in enumerate(v[:2]):
+                    agg[f"slot {i + 1} of 2: entry - W"].append((c["t0"] - w) / 1e3)
+                    agg[f"slot {i + 1} of 2: loop end - W"].append((c["loop"] - w) / 1e3)
         print(f"== {label}: {len(ks)} launches, {len(launches[ks[0]])} CTAs each")
-        for key in sorted(agg, key=lambda s: (s.startswith("split"), s)):
+        for key in sorted(agg, key=lambda s: (s.startswith("split"), s.startswith("slot"), s)):
             v = agg[key]
             print(f"   {key:42s} p50 {q(v, .5):6.2f}  p90 {q(v, .9):6.2f}  [{min(v):6.2f} .. {max(v):6.2f}]")
 
