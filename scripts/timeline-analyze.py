@@ -15,7 +15,6 @@ one alone on it) the entry and the loop end after W.
 import collections
 import csv
 import gzip
-import statistics as st
 import sys
 
 
@@ -46,25 +45,22 @@ def main(path):
             if not cs or k - 1 not in ends:
                 continue
             w = min(c["w"] for c in cs)
+            last_loop = max(c["loop"] for c in cs)
             agg["wait release after previous launch's end"].append((w - ends[k - 1]) / 1e3)
-            agg["last loop end - W"].append((max(c["loop"] for c in cs) - w) / 1e3)
-            agg["exit after last loop end"].append((ends[k] - max(c["loop"] for c in cs)) / 1e3)
+            agg["last loop end - W"].append((last_loop - w) / 1e3)
+            agg["exit after last loop end"].append((ends[k] - last_loop) / 1e3)
             agg["launch end - W"].append((ends[k] - w) / 1e3)
             by_sm = collections.defaultdict(list)
             for c in cs:
-                by_sm[c["sm"]].append(c["loop"])
+                by_sm[c["sm"]].append(c)
                 agg[f"split {c['z']}: loop end - W"].append((c["loop"] - w) / 1e3)
                 if c["cas"] > 0:
                     agg["claim: CAS + barrier"].append((c["cas"] - c["w"]) / 1e3)
                     agg["claim: zeroing + release"].append((c["rel"] - c["cas"]) / 1e3)
             for v in by_sm.values():
-                agg["SM finish (last loop end) - W"].append((max(v) - w) / 1e3)
-            # CTAs by the order they entered their SM: the slot a CTA took decides when it starts
-            # (with PDL it enters as a CTA of the previous launch leaves that SM).
-            slots = collections.defaultdict(list)
-            for c in cs:
-                slots[c["sm"]].append(c)
-            for v in slots.values():
+                agg["SM finish (last loop end) - W"].append((max(c["loop"] for c in v) - w) / 1e3)
+                # The SM's CTAs in the order they entered it: the slot a CTA took decides when it
+                # starts (with PDL it enters as a CTA of the previous launch leaves that SM).
                 v.sort(key=lambda c: c["t0"])
                 if len(v) == 1:
                     agg["slot: alone on its SM, loop end - W"].append((v[0]["loop"] - w) / 1e3)

@@ -395,8 +395,9 @@ struct Gemm {
   // of the first warps). H200, twenty-first session: per-CTA %globaltimer stamps of the 8-row tile at
   // M = 1 showed split 0's CTAs ending their main loops ~2 us after split 1's, the claim's CAS and
   // first barrier taking 1.47 us (median) and the zeroing and release 1.25; with this claim 0.38 and
-  // 0.42 (perf/2026-12-01u_h200_timeline-v34.txt). Same-call A/B (three rounds): 8192 x 8192 M = 1 11.29 -> 10.82 us, 4096 x 14336 10.16 ->
-  // 9.77, 4096 x 4096 M = 32 (wgmma, 4 atomic splits) 8.86 -> 6.56; M = 128 0.96-0.98x.
+  // 0.42 (perf/2026-12-01u_h200_timeline-v34.txt). Same-call A/B (three rounds): 8192 x 8192 M = 1
+  // 11.29 -> 10.82 us, 4096 x 14336 10.16 -> 9.77, 4096 x 4096 M = 32 (wgmma, 4 atomic splits)
+  // 8.86 -> 6.56; M = 128 0.96-0.98x.
   __device__ __forceinline__ static int& s_zeroed_here() {
     __shared__ int s;
     return s;
