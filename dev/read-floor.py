@@ -2,10 +2,10 @@
 (torch.sum over a float16 buffer) per buffer size, in a CUDA graph of back-to-back launches rotated
 over more memory than the L2 cache, like our benchmark. It shows the fixed cost of a launch that
 streams a given number of bytes (launch, ramp-up, tail), which the DRAM floor of bench.rs (bytes /
-copy bandwidth) leaves out. torch.sum is itself slower than a plain read: scripts/stream_probe.cu
+copy bandwidth) leaves out. torch.sum is itself slower than a plain read: dev/stream_probe.cu
 (bulk copies, PDL) reads 33.5 MB in 8.3 us on the H200 where torch.sum took 15.6 us for 33 MiB.
 
-    python3 scripts/read-floor.py [MiB ...]     (default: 8 16 33 58 128)
+    python3 dev/read-floor.py [MiB ...]     (default: 8 16 33 58 128)
 """
 
 import sys

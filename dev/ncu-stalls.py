@@ -1,7 +1,7 @@
 """Development aid: where a kernel's warps wait, from an ncu source-page export.
 
     ncu -i report.ncu-rep --page source --csv --print-source sass > src.csv
-    python3 scripts/ncu-stalls.py src.csv [--loop 0x1710:0x2a50] [--per N] [--top 25]
+    python3 dev/ncu-stalls.py src.csv [--loop 0x1710:0x2a50] [--per N] [--top 25]
 
 Prints the warp-stall samples per stall reason and the busiest instructions. With `--loop START:END`
 (SASS offsets from the kernel's first instruction, as `cuobjdump -sass` numbers them), the samples and

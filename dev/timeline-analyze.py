@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises a timeline CSV of `tune --timeline` (built with scripts/timeline-probe.patch applied).
+"""Summarises a timeline CSV of `tune --timeline` (built with dev/timeline-probe.patch applied).
 
 Each row: label, slot, blockIdx.x, .y, .z, smid, launch (index of the weight copy, i.e. the launch in
 the graph), then %globaltimer (ns) at: entry, after griddepcontrol.wait (W), after the main loop, after
@@ -10,7 +10,7 @@ main loop's end after W per K split (p50 / max), the SMs' finish (last loop end 
 tail (last exit after the last loop end), and per slot (the first and second CTA to enter an SM, or
 one alone on it) the entry and the loop end after W.
 
-    python3 scripts/timeline-analyze.py timeline.csv     (or timeline.csv.gz)
+    python3 dev/timeline-analyze.py timeline.csv     (or timeline.csv.gz)
 """
 import collections
 import csv
