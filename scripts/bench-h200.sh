@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark, run on the GPU machine: our gemm! kernels (.gpu/bench: graph replay,
 # weights rotated past the L2 cache, cuBLAS on the unquantized weights, copy bandwidth and DRAM floor)
-# and the Python reference humming-kernels 0.1.20 (humming_py_bench.py) on the same shapes and M, one
-# after the other in one run, then one merged table with ours / humming-kernels per case (printed last).
+# and the Python reference humming-kernels 0.1.20 (scripts/humming-kernels-bench.py: the same method,
+# with torch.matmul as its cuBLAS) on the same shapes and M, one after the other in one run, then one
+# merged table with ours / humming-kernels per case (printed last).
 #
 # Here (a machine with Rust and PyPI), first:
-#   scripts/build-gpu-bins.sh        # .gpu/bench (and the tests), .gpu/humming_py_bench.py
+#   scripts/build-gpu-bins.sh        # .gpu/bench (and the tests)
 #   scripts/fetch-bench-wheels.sh    # .whl/humming_kernels-0.1.20-*.whl (its needs are on the GPU image)
 # There, from the repository root, with ".gpu" and ".whl" carried:
 #   bash scripts/bench-h200.sh [--shapes 4096x4096,...] [--ms 1,8,...] [--kernels w4a16,...]
-#                              [--only ours|reference|merge] [-- more .gpu/bench arguments]
+#                              [--only ours|reference|merge] [--reference-script PATH]
+#                              [-- more .gpu/bench arguments]
 # --only splits the work over several calls (each call's $OUT comes back; `merge` needs both JSONs in
-# $OUT, so copy them back there first). Results in $OUT (else ./bench-out): bench.json, bench-*.svg,
-# humming_py_bench.json, merged.md, merged.json, merged.svg and the logs.
+# $OUT, so copy them back there first). --reference-script runs another script in place of
+# scripts/humming-kernels-bench.py; it is called the same way (python3 PATH --shapes S --ms M
+# --formats uint4:128 --out DIR, with OUT=DIR in its environment) and must write DIR/humming_py_bench.json
+# in the same JSON contract (the reader is `merge` in examples/bench.rs). Results in $OUT (else
+# ./bench-out): bench.json, bench-*.svg, humming_py_bench.json, merged.md, merged.json, merged.svg and
+# the logs.
 #
-# Note: our W4A16 (`w4a16`) is `b: i4` (symmetric), the format of humming-kernels' "uint4" (q - 8).
-# humming_py_bench.py replays graphs of 20 launches over its copies; ours rounds the launches up to a
-# whole number of turns through the copies (every reuse of a copy is a full turn apart).
+# Note: our W4A16 (`w4a16`) is `b: i4` (symmetric), the format of humming-kernels' "uint4" (q - 8),
+# group 128, which is what the reference step runs (--formats uint4:128). Both sides add copies of the
+# weights until they hold more than 512 MiB (at least 2, at most 16 copies) and replay graphs of at
+# least 20 launches, rounded up to a whole number of turns through the copies (every reuse of a copy
+# is a full turn apart).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench-out}"
@@ -25,6 +33,7 @@ shapes=4096x4096,8192x8192,28672x4096,4096x14336
 ms=1,8,16,32,64,128,256
 kernels=w4a16
 only=all
+ref_script=scripts/humming-kernels-bench.py
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +41,7 @@ while [ $# -gt 0 ]; do
     --ms) ms="$2"; shift 2 ;;
     --kernels) kernels="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
+    --reference-script) ref_script="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "bench-h200: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -68,20 +78,29 @@ if want ours; then
 fi
 
 if want reference; then
-  echo "== reference: humming-kernels (humming_py_bench.py uint4:128 $ms)"
-  if [ ! -f .gpu/humming_py_bench.py ] || ! ls .whl/humming_kernels-*.whl >/dev/null 2>&1; then
-    echo "no .gpu/humming_py_bench.py or .whl/humming_kernels-*.whl: run scripts/build-gpu-bins.sh and"
-    echo "scripts/fetch-bench-wheels.sh here and carry .gpu and .whl"; rc=1
-  elif python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site .whl/humming_kernels-*.whl; then
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-    # The same shapes as ours (the script has them fixed): "4096x4096,8192x8192" -> (4096, 4096), (8192, 8192)
-    py_shapes=$(echo "$shapes" | sed -E 's/([0-9]+)[xX]([0-9]+)/(\1, \2)/g')
-    sed -E "s/^shapes = .*/shapes = [$py_shapes]/" .gpu/humming_py_bench.py >/tmp/humming_py_bench.py
-    OUT="$out" python3 /tmp/humming_py_bench.py uint4:128 "$ms" 2>&1 | tee "$out/humming_py_bench.log"
+  echo "== reference: humming-kernels ($ref_script --shapes $shapes --ms $ms --formats uint4:128)"
+  ref_ok=1
+  if [ ! -f "$ref_script" ]; then
+    echo "no reference script $ref_script"; ref_ok=0
+  elif ls .whl/humming_kernels-*.whl >/dev/null 2>&1; then
+    if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/humming_kernels-*.whl; then
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    else
+      echo "installing the humming-kernels wheel failed"; ref_ok=0
+    fi
+  elif python3 -c 'import humming' >/dev/null 2>&1; then
+    echo "no .whl/humming_kernels-*.whl: using the humming-kernels that python3 already imports"
+  else
+    echo "no .whl/humming_kernels-*.whl and python3 cannot import humming: run"
+    echo "scripts/fetch-bench-wheels.sh here and carry .whl"; ref_ok=0
+  fi
+  if [ "$ref_ok" = 1 ]; then
+    OUT="$out" python3 "$ref_script" --shapes "$shapes" --ms "$ms" --formats uint4:128 --out "$out" 2>&1 \
+      | tee "$out/humming_py_bench.log"
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   else
-    echo "installing the humming-kernels wheel failed"; rc=1
+    rc=1
   fi
 fi
 

@@ -2,7 +2,7 @@
 # Builds the GPU test, example and benchmark binaries here (the GPU machine has no Rust) and copies
 # them into .gpu/ (git-ignored), which the device call carries. NVCC (for the gemm!-declared kernels'
 # fatbins) comes from scripts/install-cuda-toolchain.sh.
-#   scripts/build-gpu-bins.sh            # tests + examples (smollm2, bench, ...) + humming_py_bench.py
+#   scripts/build-gpu-bins.sh            # tests + examples (smollm2, bench, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cuda-env.sh
@@ -22,12 +22,6 @@ build test --no-run -p humming-runtime --test gpu_correctness
 for t in tests/gpu_*.rs; do [ -f "$t" ] && build test --no-run --test "$(basename "$t" .rs)"; done
 for e in examples/*.rs; do [ -f "$e" ] && build build --example "$(basename "$e" .rs)"; done
 cp scripts/gpu-run.sh .gpu/
-# The Python reference benchmark for scripts/bench-h200.sh (../shared does not travel to the GPU machine).
-if [ -f ../shared/bench/humming_py_bench.py ]; then
-  cp ../shared/bench/humming_py_bench.py .gpu/
-else
-  echo "warning: ../shared/bench/humming_py_bench.py not found; bench-h200.sh will skip the reference" >&2
-fi
 ls .whl/humming_kernels-*.whl >/dev/null 2>&1 \
   || echo "note: scripts/fetch-bench-wheels.sh fetches the humming-kernels wheel that bench-h200.sh needs" >&2
 ls -la .gpu
