@@ -43,7 +43,9 @@
 use clap::{Parser, ValueEnum};
 use cudarc::cublas::{CudaBlas, GemmConfig, sys::cublasOperation_t};
 use cudarc::driver::{CudaSlice, CudaStream, sys};
-use humming::cuda::{self, DeviceWeights, Gemm, ModuleSource};
+use humming::cuda::{
+    self, DeviceWeights, Gemm, KReduction, LaunchOptions, ModuleSource, Reduction,
+};
 use humming::half::{bf16, f16};
 use humming::quant::{QuantizedWeights, ZeroPoints};
 use humming::spec::{KernelSpec, ScaleGranularity, ZeroPoint};
@@ -695,13 +697,14 @@ where
         let rel_err = humming::relative_error(&got, &exp);
         // The default launch may add its K splits into C with atomics (checked above like any other);
         // then the deterministic mode is checked once on poisoned C, and timed below.
-        let atomic = gemm.uses_atomic_c(m, n, k);
+        let atomic = gemm.plan(m, n, k).reduction == KReduction::Atomic;
+        let deterministic = gemm.with(LaunchOptions {
+            reduction: Reduction::Deterministic,
+            ..gemm.options()
+        });
         let rel_err_deterministic = if atomic {
-            gemm.set_deterministic(true);
             stream.memcpy_htod(&poison, &mut c[0])?;
-            let run = gemm.run(&a[0], m, &weights[0], None, &mut c[0]);
-            gemm.set_deterministic(false);
-            run?;
+            deterministic.run(&a[0], m, &weights[0], None, &mut c[0])?;
             let all: Vec<f64> = stream
                 .clone_dtoh(&c[0])?
                 .iter()
@@ -725,20 +728,24 @@ where
         // The same launches without programmatic dependent launch (each kernel then starts only
         // after the previous one has ended), where the GPU has it.
         let ours_no_pdl = if env.capability >= 90 {
-            gemm.set_programmatic_launch(false);
-            let t = time_launches(env, copies, &mut launch_ours);
-            gemm.set_programmatic_launch(true);
-            Some(t?)
+            let no_pdl = gemm.with(LaunchOptions {
+                programmatic_launch: false,
+                ..gemm.options()
+            });
+            Some(time_launches(env, copies, |i| {
+                no_pdl.run(&a[i], m, &weights[i], None, &mut c[i])?;
+                Ok(())
+            })?)
         } else {
             None
         };
 
         // Where the default launch is atomic: the deterministic mode, timed like `ours`.
         let ours_deterministic = if atomic {
-            gemm.set_deterministic(true);
-            let t = time_launches(env, copies, &mut launch_ours);
-            gemm.set_deterministic(false);
-            let t = t?;
+            let t = time_launches(env, copies, |i| {
+                deterministic.run(&a[i], m, &weights[i], None, &mut c[i])?;
+                Ok(())
+            })?;
             println!(
                 "    {}x{} M={m}: atomic split-K by default; deterministic {:.2} us, relative error {} {}",
                 n,
@@ -773,8 +780,8 @@ where
 
         let (a_bytes, c_bytes) = (m * k * 2, m * n * 2);
         let floor_us = (weight_bytes + a_bytes + c_bytes) as f64 / (env.bw_tbs * 1e12) * 1e6;
-        let (tile, splits) = gemm.plan(m, n, k);
-        let stream_k_ctas = gemm.stream_k_ctas(m, n, k);
+        let plan = gemm.plan(m, n, k);
+        let (tile, splits, stream_k_ctas) = (plan.tile, plan.splits, plan.stream_k);
         let row = Row {
             kernel: kernel.name().to_string(),
             descriptor: spec.to_string(),

@@ -1086,7 +1086,7 @@ fn gpu_path(
         let tiles: Vec<String> = args
             .ms
             .iter()
-            .map(|&m| format!("M={m}: {}", g.select_tile(m, model.dim, model.dim)))
+            .map(|&m| format!("M={m}: {}", g.plan(m, model.dim, model.dim).tile))
             .collect();
         println!(
             "kernel {} `{}` loaded from {:?}; tiles (of a {dim} x {dim} projection) {}",

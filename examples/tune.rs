@@ -10,9 +10,10 @@
 
 use clap::Parser;
 use half::f16;
-use humming::cuda::{self, Gemm};
+use humming::cuda::{self, DependentTrigger, Gemm, KReduction, LaunchOptions, Reduction, SplitK};
 use humming::quant::QuantizedWeights;
 use humming::spec::parse_kernel_str;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 #[path = "common/timing.rs"]
@@ -48,22 +49,18 @@ struct Args {
     #[arg(long)]
     no_pdl: bool,
     /// Sum K splits through the global workspace instead of a thread-block cluster
-    /// (`Gemm::set_cluster_split_k(false)`).
+    /// (`LaunchOptions::cluster_reduction: false`).
     #[arg(long)]
     no_cluster: bool,
-    /// Where programmatic dependent launch lets the next launch start (`Gemm::set_early_dependent_trigger`):
+    /// Where programmatic dependent launch lets the next launch start (`LaunchOptions::dependent_trigger`):
     /// `auto` (the runtime's rule), `early` (kernel start) or `late` (after the main loop).
     #[arg(long, default_value = "auto")]
     pdl_trigger: String,
-    /// Sum the K splits in split order everywhere, not with f16 atomics into C where the runtime
-    /// would (`Gemm::set_deterministic(true)`).
+    /// Sum the K splits in split order everywhere, not with atomics where the runtime would
+    /// (`Reduction::Deterministic`).
     #[arg(long)]
     deterministic: bool,
-    /// Atomic split-K launches without split 0's claim of C's zeroing at its start
-    /// (`Gemm::set_atomic_start_claim(false)`: the first split to end zeroes C, the others wait).
-    #[arg(long)]
-    no_start_claim: bool,
-    /// Stream-K settings to time, comma separated (`Gemm::set_stream_k`): `off` (the default) or a
+    /// Stream-K settings to time, comma separated (`LaunchOptions::stream_k`): `off` (the default) or a
     /// number of CTAs.
     #[arg(long, default_value = "off")]
     stream_k: String,
@@ -178,23 +175,21 @@ fn main() -> Res<()> {
         for ts in &tile_specs {
             let spec = parse_kernel_str(&format!("{}{ts}", args.format))?;
             let gemm = Gemm::<f16, f16>::compile(&stream, "tune", spec)?;
-            if args.no_pdl {
-                gemm.set_programmatic_launch(false);
-            }
-            if args.no_start_claim {
-                gemm.set_atomic_start_claim(false);
-            }
-            if args.deterministic {
-                gemm.set_deterministic(true);
-            }
-            if args.no_cluster {
-                gemm.set_cluster_split_k(false);
-            }
-            gemm.set_early_dependent_trigger(match args.pdl_trigger.as_str() {
-                "early" => Some(true),
-                "late" => Some(false),
-                _ => None,
-            });
+            let base_options = LaunchOptions {
+                programmatic_launch: !args.no_pdl,
+                reduction: if args.deterministic {
+                    Reduction::Deterministic
+                } else {
+                    Reduction::Auto
+                },
+                cluster_reduction: !args.no_cluster,
+                dependent_trigger: match args.pdl_trigger.as_str() {
+                    "early" => DependentTrigger::AtStart,
+                    "late" => DependentTrigger::AfterMainLoop,
+                    _ => DependentTrigger::Auto,
+                },
+                ..LaunchOptions::default()
+            };
             let qs = QuantizedWeights::from_parts(
                 &spec,
                 n,
@@ -215,9 +210,12 @@ fn main() -> Res<()> {
                     .iter()
                     .flat_map(|f| sk_modes.iter().map(move |s| (f, s)))
                 {
-                    gemm.set_splits((forced > 0).then_some(forced));
-                    gemm.set_stream_k(sk);
-                    gemm.reserve(m, n, k)?;
+                    let launcher = gemm.with(LaunchOptions {
+                        split_k: NonZeroUsize::new(forced).map_or(SplitK::Auto, SplitK::Fixed),
+                        stream_k: sk.and_then(NonZeroUsize::new),
+                        ..base_options
+                    });
+                    launcher.reserve(m, n, k)?;
                     let a = stream.clone_htod(
                         &(0..m * k)
                             .map(|_| f16::from_f32(rng.next()))
@@ -225,20 +223,17 @@ fn main() -> Res<()> {
                     )?;
                     let mut c = stream.alloc_zeros::<f16>(m * n)?;
                     let us = graph_time_us(&stream, 20, |i| {
-                        Ok(gemm.run(&a, m, &dws[i % copies], None, &mut c)?)
+                        Ok(launcher.run(&a, m, &dws[i % copies], None, &mut c)?)
                     })?;
                     let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
-                    let (t, splits) = gemm.plan(m, n, k);
-                    let reduce = if let Some(g) = gemm.stream_k_ctas(m, n, k) {
-                        format!("sk{g}")
-                    } else if splits == 1 {
-                        String::new()
-                    } else if gemm.uses_cluster(m, n, k) {
-                        "cluster".into()
-                    } else if gemm.uses_atomic_c(m, n, k) {
-                        "atomic".into()
-                    } else {
-                        "global".into()
+                    let plan = launcher.plan(m, n, k);
+                    let (t, splits) = (plan.tile, plan.splits);
+                    let reduce = match (plan.stream_k, plan.reduction) {
+                        (Some(g), _) => format!("sk{g}"),
+                        (None, KReduction::None) => String::new(),
+                        (None, KReduction::Cluster) => "cluster".into(),
+                        (None, KReduction::Atomic) => "atomic".into(),
+                        (None, KReduction::Ordered) => "global".into(),
                     };
                     println!(
                         "{n:>6}x{k:<6} M={m:<5} {t} splits={splits:<2} {reduce:<7} {us:8.2} us  floor {floor:6.2} us  {:5.1}% of floor",

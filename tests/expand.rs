@@ -21,7 +21,7 @@ fn check_common<K: GemmKernel>(fields: &str) {
     assert_eq!(spec, humming::spec::parse_kernel_str(fields).unwrap());
     assert_eq!(K::HASH, spec.hash());
     assert_eq!(K::CUDA_SOURCE, humming::spec::codegen::generate_cuda(&spec));
-    for i in 0..humming::spec::codegen::tiles_of(&spec).len() {
+    for i in 0..humming::spec::tiles::tiles_of(&spec).len() {
         assert!(K::CUDA_SOURCE.contains(&humming::spec::codegen::entry_name(&spec, i)));
     }
 }

@@ -6,29 +6,18 @@ use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The cache folder: `$HUMMING_CACHE_DIR`, else `$XDG_CACHE_HOME/humming`, else
-/// `$HOME/.cache/humming`, each with the subfolder `nvcc/`. `None` if none of them is set (empty
-/// values count as unset; a relative `XDG_CACHE_HOME` is ignored, as the XDG spec asks).
+/// The NVCC cache folder: the `nvcc/` subfolder of [`humming_spec::cache::cache_dir_with`] `env`.
 pub fn cache_dir(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let base = var("HUMMING_CACHE_DIR")
-        .or_else(|| {
-            var("XDG_CACHE_HOME")
-                .filter(|p| p.is_absolute())
-                .map(|p| p.join("humming"))
-        })
-        .or_else(|| var("HOME").map(|p| p.join(".cache").join("humming")))?;
-    Some(base.join("nvcc"))
+    humming_spec::cache::cache_dir_with(env).map(|d| d.join("nvcc"))
 }
 
 /// The cache key of one compilation: SHA-256 (lower-case hex) over the generated source, every
 /// header's path and contents, the generator version, the exact `nvcc --version` output and every
 /// flag. Each part is length-prefixed, so no two different inputs give the same byte stream.
-pub fn cache_key(
+pub fn cache_key<P: AsRef<str>, C: AsRef<str>>(
     source: &str,
-    headers: &[(&str, &str)],
+    headers: &[(P, C)],
     generator_version: &str,
     nvcc_version: &str,
     flags: &[String],
@@ -43,8 +32,8 @@ pub fn cache_key(
     part("humming-build-cache-v1", b"");
     part("source", source.as_bytes());
     for (path, contents) in headers {
-        part("header-path", path.as_bytes());
-        part("header", contents.as_bytes());
+        part("header-path", path.as_ref().as_bytes());
+        part("header", contents.as_ref().as_bytes());
     }
     part("generator", generator_version.as_bytes());
     part("nvcc-version", nvcc_version.as_bytes());
@@ -91,26 +80,7 @@ impl Entry {
     }
 }
 
-/// A path next to `path` for a temporary file, unique within this process and across processes.
-pub fn temp_path(path: &Path) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
-}
-
-/// Writes `bytes` to a temporary file next to `path`, then renames it over `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = temp_path(path);
-    let result = fs::write(&tmp, bytes).and_then(|()| fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
+pub use humming_spec::cache::write_atomic;
 
 /// Writes `bytes` to `path` (atomically) unless it already holds exactly them, so that unchanged
 /// outputs keep their modification time and do not make Cargo rebuild what includes them.
@@ -140,28 +110,10 @@ mod tests {
     }
 
     #[test]
-    fn cache_dir_order() {
-        let all = [
-            ("HUMMING_CACHE_DIR", "/c"),
-            ("XDG_CACHE_HOME", "/x"),
-            ("HOME", "/h"),
-        ];
-        assert_eq!(cache_dir(&env_of(&all)), Some(PathBuf::from("/c/nvcc")));
+    fn nvcc_cache_is_a_subfolder() {
         assert_eq!(
-            cache_dir(&env_of(&all[1..])),
-            Some(PathBuf::from("/x/humming/nvcc"))
-        );
-        assert_eq!(
-            cache_dir(&env_of(&all[2..])),
-            Some(PathBuf::from("/h/.cache/humming/nvcc"))
-        );
-        assert_eq!(
-            cache_dir(&env_of(&[
-                ("HUMMING_CACHE_DIR", ""),
-                ("XDG_CACHE_HOME", "rel"),
-                ("HOME", "/h")
-            ])),
-            Some(PathBuf::from("/h/.cache/humming/nvcc"))
+            cache_dir(&env_of(&[("HUMMING_CACHE_DIR", "/c")])),
+            Some(PathBuf::from("/c/nvcc"))
         );
         assert_eq!(cache_dir(&env_of(&[])), None);
     }

@@ -32,7 +32,7 @@
 //!    `examples/` and `benches/` (see [`scan`]). Declarations that do not parse or validate, and files
 //!    that are not valid Rust, are skipped: the macro reports those errors with spans.
 //! 2. For each distinct kernel (by [`KernelSpec::hash_hex`](humming_spec::KernelSpec::hash_hex)) writes
-//!    `$OUT_DIR/humming/<hash>.cu` and the headers of [`humming_spec::codegen::HEADERS`] under
+//!    `$OUT_DIR/humming/<hash>.cu` and the headers of [`humming_spec::codegen::headers`] under
 //!    `$OUT_DIR/humming/include/`.
 //! 3. Compiles each kernel with NVCC to `$OUT_DIR/humming/<hash>.fatbin`, keeping the ptxas report in
 //!    `<hash>.ptxas.log`: `-std=c++17 -O3 -fatbin --ptxas-options=-v -I include` (NVCC runs in
@@ -71,7 +71,7 @@ pub mod cache;
 pub mod nvcc;
 pub mod scan;
 
-use humming_spec::codegen::{GENERATOR_VERSION, HEADERS};
+use humming_spec::codegen::{GENERATOR_VERSION, headers};
 use humming_spec::{Arch, ArchSet, KernelSpec};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -287,7 +287,7 @@ impl Config {
             move |source| Error::Io { path, source }
         };
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        for (rel, contents) in HEADERS {
+        for (rel, contents) in headers() {
             let path = dir.join("include").join(rel);
             cache::write_if_changed(&path, contents.as_bytes()).map_err(io_err(&path))?;
         }
@@ -447,7 +447,7 @@ impl Config {
                 continue;
             }
             let flags = nvcc::compile_flags("include", job.archs, &self.flags);
-            let key = cache::cache_key(&job.source, HEADERS, GENERATOR_VERSION, &version, &flags);
+            let key = cache::cache_key(&job.source, headers(), GENERATOR_VERSION, &version, &flags);
             if job.is_up_to_date(&key) {
                 report.push(job, KernelStatus::UpToDate, 0.0);
                 continue;
@@ -629,7 +629,7 @@ fn command_line(nvcc: &Path, dir: &Path, job: &Job, flags: &[String]) -> String 
 /// Runs NVCC on one kernel. The fatbin is written to a temporary file, so an interrupted or failed
 /// compilation never leaves a partial `<hash>.fatbin`.
 fn compile_one(nvcc: &Path, dir: &Path, job: &Job, flags: &[String]) -> CompileResult {
-    let tmp = cache::temp_path(&job.fatbin);
+    let tmp = humming_spec::cache::temp_path(&job.fatbin);
     let command = command_line(nvcc, dir, job, flags);
     let output = Command::new(nvcc)
         .current_dir(dir)

@@ -61,9 +61,9 @@ pub fn spec_for(tensor: &str, ty: GgmlType, activation: DType) -> Result<KernelS
         ty,
         supported: CONVERT_SUPPORTED,
     })?;
-    parse_kernel_str(text).map_err(|msg| Error::Spec {
+    parse_kernel_str(text).map_err(|source| Error::Spec {
         spec: text.to_owned(),
-        msg,
+        source,
     })
 }
 

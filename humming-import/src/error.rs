@@ -95,12 +95,13 @@ pub enum Error {
         source: humming_runtime::Error,
     },
     /// A kernel descriptor could not be parsed.
-    #[error("invalid kernel descriptor `{spec}`: {msg}")]
+    #[error("invalid kernel descriptor `{spec}`: {source}")]
     Spec {
         /// The descriptor text.
         spec: String,
-        /// The parser's message.
-        msg: String,
+        /// Why it was rejected.
+        #[source]
+        source: humming_runtime::spec::SpecError,
     },
     /// The safetensors file is invalid, or a tensor in it is.
     #[error("safetensors error in {context}: {source}")]

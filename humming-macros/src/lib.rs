@@ -221,7 +221,7 @@ impl Items<'_> {
 fn expand_kernel(decl: &Declaration, spec: &KernelSpec, image: Image) -> TokenStream {
     let canonical = spec.canonical();
     let hash = spec.hash();
-    let entries: Vec<String> = (0..humming_spec::codegen::tiles_of(spec).len())
+    let entries: Vec<String> = (0..humming_spec::tiles::tiles_of(spec).len())
         .map(|i| format!("`{}`", humming_spec::codegen::entry_name(spec, i)))
         .collect();
     let (image, error, image_doc) = match image {
@@ -258,7 +258,7 @@ fn expand_kernel(decl: &Declaration, spec: &KernelSpec, image: Image) -> TokenSt
             ),
             format!(
                 "The generated CUDA source, with one entry point per tile configuration ({}); it \
-                 includes the headers of `humming::spec::codegen::HEADERS`.",
+                 includes the headers of `humming::spec::codegen::headers`.",
                 entries.join(", ")
             ),
             image_doc,

@@ -79,7 +79,7 @@ pub trait GemmKernel: 'static {
     const DESCRIPTOR: KernelSpec;
     /// SHA-256 of the canonical descriptor (equals `DESCRIPTOR.hash()`).
     const HASH: [u8; 32];
-    /// The generated CUDA source (needs the headers of [`humming_spec::codegen::HEADERS`]).
+    /// The generated CUDA source (needs the headers of [`humming_spec::codegen::headers`]).
     const CUDA_SOURCE: &'static str;
     /// The fatbin compiled by NVCC at build time, or empty when no NVCC was available (the runtime
     /// then compiles [`GemmKernel::CUDA_SOURCE`] with NVRTC).

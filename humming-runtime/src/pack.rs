@@ -17,7 +17,7 @@
 //!          └──────────┴──────────┴─────┘
 //! ```
 //! A `bits`-bit *stored* code (the raw code for `uN`; raw code XOR `2^(bits-1)`, i.e. offset binary,
-//! for `iN`) is split into bit-plane parts by [`humming_spec::codegen::bit_parts`], lowest bits first
+//! for `iN`) is split into bit-plane parts by [`humming_spec::layout::bit_parts`], lowest bits first
 //! (`3 = 2+1`, `5 = 4+1`, `6 = 4+2`, `7 = 4+2+1`, others one part). Inside a unit the parts follow one
 //! another:
 //! ```text
@@ -36,7 +36,7 @@
 //! (the `mma.m16n8k16` B fragment of `lane`).
 //!
 //! # Scales (raw `u16` bits of the scale dtype)
-//! If [`humming_spec::codegen::scale_on_b`] (group scales, or channel scales with a float offset):
+//! If [`humming_spec::layout::scale_on_b`] (group scales, or channel scales with a float offset):
 //! `[groups][N]` (channel = 1 row) with the columns of each 64-wide block permuted so that a lane's 8
 //! channels `n = nt*8 + lane/4` are contiguous:
 //! ```text
@@ -51,7 +51,7 @@
 
 use crate::error::{Result, invalid};
 use crate::quant::{QuantizedWeights, ZeroPoints, check_spec, from_bits16, groups_of, to_bits16};
-use humming_spec::codegen::{bit_parts, scale_on_b};
+use humming_spec::layout::{bit_parts, scale_on_b};
 use humming_spec::{DType, KernelSpec};
 
 /// Weights in the kernel's layout (see the module doc), ready to be copied to the device as is.

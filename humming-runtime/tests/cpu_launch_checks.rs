@@ -1,9 +1,10 @@
 //! Launch argument checks (no GPU needed): every check returns a typed error naming its argument.
 
 use humming_runtime::Error;
-use humming_runtime::cuda::{
-    LaunchShape, WaveCandidate, check_launch, fewest_splits_single_wave, fullest_single_wave,
-    least_wave_work, select_launch_tile, select_tile_index, wave_work,
+use humming_runtime::cuda::plan::{LaunchShape, check_launch};
+use humming_runtime::spec::tiles::{
+    WaveCandidate, fewest_splits_single_wave, fullest_single_wave, least_wave_work,
+    select_launch_tile, select_tile_index, wave_work,
 };
 use humming_runtime::spec::{KernelSpec, Mma, TileConfig, parse_kernel_str};
 
@@ -166,6 +167,57 @@ fn m_zero_needs_no_buffers() {
     check_launch("K", &s, &s, &shape).unwrap();
 }
 
+/// M = 0 launches nothing, but its arguments are checked like those of any other M.
+#[test]
+fn m_zero_checks_every_argument() {
+    let s = spec("a: f16, b: u4, scale: group(128)");
+    let biased = spec("a: f16, b: u4, scale: group(128), bias: true");
+    let other = spec("a: f16, b: u4, scale: group(64)");
+    let zero = LaunchShape {
+        m: 0,
+        a_len: 0,
+        c_len: 0,
+        ..ok_shape()
+    };
+    let cases: [(&KernelSpec, &KernelSpec, LaunchShape, &str); 7] = [
+        (&s, &other, zero, "weights"),
+        (&s, &s, LaunchShape { lda: 255, ..zero }, "lda"),
+        (&s, &s, LaunchShape { lda: 260, ..zero }, "lda"),
+        (&s, &s, LaunchShape { ldc: 127, ..zero }, "ldc"),
+        (&biased, &biased, zero, "bias"),
+        (
+            &s,
+            &s,
+            LaunchShape {
+                bias_len: Some(128),
+                ..zero
+            },
+            "bias",
+        ),
+        (
+            &s,
+            &s,
+            LaunchShape {
+                a_addr: 0x1008,
+                ..zero
+            },
+            "a",
+        ),
+    ];
+    for (kernel, weights, shape, want) in cases {
+        assert_eq!(
+            arg_of(check_launch("K", kernel, weights, &shape)),
+            want,
+            "{shape:?}"
+        );
+    }
+    let misaligned_c = LaunchShape {
+        c_addr: 0x2002,
+        ..zero
+    };
+    assert_eq!(arg_of(check_launch("K", &s, &s, &misaligned_c)), "c");
+}
+
 #[test]
 fn overflowing_sizes_are_errors_not_panics() {
     let s = spec("a: f16, b: u4, scale: group(128)");
@@ -219,7 +271,7 @@ fn tile_selection_by_m() {
     // the 256-row tile (warps of 16 channels) above, also past 256 rows (select_launch_tile may then
     // take a 128-row tile: several_row_blocks_take_the_tile_of_least_work_per_sm).
     let defaults =
-        humming_runtime::spec::codegen::tiles_of(&spec("a: f16, b: i4, scale: group(128)"));
+        humming_runtime::spec::tiles::tiles_of(&spec("a: f16, b: i4, scale: group(128)"));
     let rows = |m: usize| {
         let t = defaults[select_tile_index(&defaults, m)];
         (t.block_m, t.warp_n, t.mma)
@@ -232,7 +284,7 @@ fn tile_selection_by_m() {
 
 #[test]
 fn split_k_balances_the_multiprocessors() {
-    use humming_runtime::cuda::choose_splits;
+    use humming_runtime::cuda::plan::choose_splits;
     let t = TileConfig {
         block_m: 16,
         block_n: 128,
@@ -383,7 +435,7 @@ fn fullest_single_wave_choice() {
 /// in K order, and no tile has more of them than `stream_k_splits` (the workspace's split slots).
 #[test]
 fn stream_k_schedule_covers_every_step_once() {
-    use humming_runtime::cuda::stream_k_splits;
+    use humming_runtime::cuda::plan::stream_k_splits;
     let t = TileConfig {
         block_m: 8,
         block_n: 128,
@@ -491,10 +543,10 @@ fn several_row_blocks_take_the_tile_of_least_work_per_sm() {
     // splits, CTAs per SM from the code generator's launch bounds): the launches measured on the H200
     // (sixteenth session).
     let s = spec("a: f16, b: i4, scale: group(128)");
-    let tiles: Vec<(TileConfig, usize)> = humming_runtime::spec::codegen::tiles_of(&s)
+    let tiles: Vec<(TileConfig, usize)> = humming_runtime::spec::tiles::tiles_of(&s)
         .into_iter()
         .map(|t| {
-            let per_sm = humming_runtime::spec::codegen::min_blocks_per_sm(&s, &t) as usize;
+            let per_sm = humming_runtime::spec::resources::min_blocks_per_sm(&s, &t) as usize;
             (t, per_sm)
         })
         .collect();
@@ -506,7 +558,7 @@ fn several_row_blocks_take_the_tile_of_least_work_per_sm() {
             (m, n, k),
             |t| {
                 let per_sm = tiles.iter().find(|x| x.0 == *t).map_or(1, |x| x.1);
-                humming_runtime::cuda::choose_splits(t, m, n, k, 132, per_sm)
+                humming_runtime::cuda::plan::choose_splits(t, m, n, k, 132, per_sm)
             },
         );
         let t = tiles[i].0;

@@ -14,11 +14,44 @@
 //! compute-sanitizer).
 
 use half::{bf16, f16};
-use humming_runtime::cuda::{self, Gemm};
+use humming_runtime::cuda::{
+    self, DependentTrigger, Gemm, KReduction, LaunchOptions, Reduction, SplitK,
+};
 use humming_runtime::quant::QuantizedWeights;
 use humming_runtime::{Element, spec};
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
+
+/// Changes some of a `Gemm`'s launch settings.
+fn set_options<A: Element, C: Element>(gemm: &mut Gemm<A, C>, f: impl FnOnce(&mut LaunchOptions)) {
+    let mut o = gemm.options();
+    f(&mut o);
+    gemm.set_options(o);
+}
+
+/// `n` pinned K splits (at least 1).
+fn fixed(n: usize) -> SplitK {
+    SplitK::Fixed(NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN))
+}
+
+/// Deterministic reduction, or the default.
+fn reduction(deterministic: bool) -> Reduction {
+    if deterministic {
+        Reduction::Deterministic
+    } else {
+        Reduction::Auto
+    }
+}
+
+/// The dependent-launch trigger: `None` the runtime's rule, `Some(true)` at the start.
+fn trigger(early: Option<bool>) -> DependentTrigger {
+    match early {
+        None => DependentTrigger::Auto,
+        Some(true) => DependentTrigger::AtStart,
+        Some(false) => DependentTrigger::AfterMainLoop,
+    }
+}
 
 const GUARD: usize = 64;
 const POISON: u16 = 0x7FFF; // a NaN in both f16 and bf16
@@ -212,7 +245,7 @@ fn run_case<T: Element>(
     }
     // Bit for bit, unless the launches add their K splits with atomics (in an order that may change);
     // then each launch is checked on its own below.
-    let atomic = gemm.uses_atomic_c(m, n, k);
+    let atomic = gemm.plan(m, n, k).reduction == KReduction::Atomic;
     assert!(
         outs[0] == outs[1] || atomic,
         "{label}: two launches gave different results"
@@ -474,13 +507,15 @@ fn gpu_batch_invariance() {
     ] {
         let fields = format!("a: f16, b: i4, scale: group(128), tiles: [tile(block = {tile})]");
         let sp = spec::parse_kernel_str(&fields).expect("spec");
-        let gemm = Gemm::<f16, f16>::compile(&stream, "invariance", sp).expect("compile");
+        let mut gemm = Gemm::<f16, f16>::compile(&stream, "invariance", sp).expect("compile");
         let wf = random_weights(&mut rng, n, k);
         let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
         let dw = gemm.upload(&w).expect("upload weights");
         let a_host: Vec<f16> = (0..16 * k).map(|_| f16::from_f32(rng.uniform())).collect();
         for splits in [Some(1), Some(4)] {
-            gemm.set_splits(splits);
+            set_options(&mut gemm, |o| {
+                o.split_k = splits.map_or(SplitK::Auto, fixed)
+            });
             let run_rows = |rows: usize, first: usize| -> Vec<u16> {
                 let a_rows = stream
                     .clone_htod(&a_host[first * k..(first + rows) * k])
@@ -561,20 +596,20 @@ fn gpu_cluster_split_k() {
         for (zp, g, bias) in [(Zp::Integer, 128, false), (Zp::Symmetric, 0, true)] {
             let extra = format!(", arch: [sm_90a], tiles: [tile(block = {tile})]");
             let sp = spec_for("f16", 4, zp, g, bias, &extra);
-            let gemm = Gemm::<f16, f16>::compile(&stream, "cluster", sp).expect("compile");
+            let mut gemm = Gemm::<f16, f16>::compile(&stream, "cluster", sp).expect("compile");
             // Split order in both paths (the default would add the workspace path's splits with
             // atomics instead).
-            gemm.set_deterministic(true);
+            set_options(&mut gemm, |o| o.reduction = reduction(true));
             let (w, w_ref, dw) = random_uploaded(&mut rng, &sp, &gemm, n, k);
             for m in [5, 40] {
                 for splits in [2, 3, 5, 8, 12] {
-                    gemm.set_splits(Some(splits));
+                    set_options(&mut gemm, |o| o.split_k = fixed(splits));
                     let mut results = Vec::new();
                     for cluster in [true, false] {
-                        gemm.set_cluster_split_k(cluster);
+                        set_options(&mut gemm, |o| o.cluster_reduction = cluster);
                         // At most 6 output tiles: every cluster of up to 8 CTAs fits at once.
                         assert_eq!(
-                            gemm.uses_cluster(m, n, k),
+                            (gemm.plan(m, n, k).reduction == KReduction::Cluster),
                             cluster && splits <= 8,
                             "{tile} M={m} splits={splits}: cluster path"
                         );
@@ -654,14 +689,14 @@ fn gpu_stream_k() {
         for &(bits, zp, g, bias) in formats {
             let extra = format!(", tiles: [tile(block = {tile})]");
             let sp = spec_for("f16", bits, zp, g, bias, &extra);
-            let gemm = Gemm::<f16, f16>::compile(&stream, "stream_k", sp).expect("compile");
+            let mut gemm = Gemm::<f16, f16>::compile(&stream, "stream_k", sp).expect("compile");
             for &k in ks {
                 let n = 576;
                 let (w, w_ref, dw) = random_uploaded(&mut rng, &sp, &gemm, n, k);
                 for &m in ms {
                     for &ctas in ctas_list {
-                        gemm.set_stream_k(Some(ctas));
-                        let g_used = gemm.stream_k_ctas(m, n, k);
+                        set_options(&mut gemm, |o| o.stream_k = NonZeroUsize::new(ctas));
+                        let g_used = gemm.plan(m, n, k).stream_k;
                         assert!(
                             g_used.is_some_and(|g| g >= 2 && g <= ctas),
                             "{tile} M={m} K={k}: stream-K with {ctas} CTAs not taken ({g_used:?})"
@@ -681,8 +716,8 @@ fn gpu_stream_k() {
                             CaseOpts::default(),
                         );
                         assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
-                        gemm.set_stream_k(None);
-                        assert_eq!(gemm.stream_k_ctas(m, n, k), None);
+                        set_options(&mut gemm, |o| o.stream_k = None);
+                        assert_eq!(gemm.plan(m, n, k).stream_k, None);
                         let (e_off, _) = run_case(
                             &stream,
                             &gemm,
@@ -762,7 +797,8 @@ fn gpu_atomic_split_k() {
     // launch has fewer or more CTAs than the GPU's SMs (132 on the H200), also more than two per SM
     // (more than one wave of resident CTAs). The late zeroing path (a split that ends before split 0
     // has claimed C) is check_atomic_case's run without the start claim.
-    let plans: [(&[(u32, Zp, u32, bool)], usize, &[usize], &[usize], &[usize]); 2] = [
+    type Plan<'a> = (&'a [(u32, Zp, u32, bool)], usize, &'a [usize], &'a [usize], &'a [usize]);
+    let plans: [Plan; 2] = [
         (&formats, 576, &[2304, 4096], ms, splits_list),
         (
             &formats[..1],
@@ -775,22 +811,30 @@ fn gpu_atomic_split_k() {
     for (formats, n, ks, ms, splits_list) in plans {
         for &(bits, zp, g, bias) in formats {
             let sp = spec_for("f16", bits, zp, g, bias, extra);
-            let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c", sp).expect("compile");
-            assert!(!gemm.deterministic(), "atomics are the default");
+            let mut gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c", sp).expect("compile");
+            assert_eq!(
+                gemm.options().reduction,
+                Reduction::Auto,
+                "atomics are the default"
+            );
             for &k in ks {
                 let (w, w_ref, dw) = random_uploaded(&mut rng, &sp, &gemm, n, k);
                 for &m in ms {
                     for &splits in splits_list {
-                        gemm.set_splits(Some(splits));
+                        set_options(&mut gemm, |o| o.split_k = fixed(splits));
                         let label = format!(
                             "8-row tile w{bits} {zp:?} g{g} bias {bias} M={m} N={n} K={k} splits={splits}"
                         );
                         let ctas = n.div_ceil(128) * m.div_ceil(8) * splits;
                         let atomic = atomic_8_rows(ctas) && !bias;
-                        assert_eq!(gemm.uses_atomic_c(m, n, k), atomic, "{label}: {ctas} CTAs");
+                        assert_eq!(
+                            (gemm.plan(m, n, k).reduction == KReduction::Atomic),
+                            atomic,
+                            "{label}: {ctas} CTAs"
+                        );
                         let e = if atomic {
                             check_atomic_case(
-                                &stream, &gemm, &w, &w_ref, &dw, m, splits, &mut rng, &label,
+                                &stream, &mut gemm, &w, &w_ref, &dw, m, splits, &mut rng, &label,
                             )
                         } else {
                             let opts = CaseOpts::default();
@@ -801,7 +845,7 @@ fn gpu_atomic_split_k() {
                         cases += 1;
                     }
                 }
-                gemm.set_splits(None);
+                set_options(&mut gemm, |o| o.split_k = SplitK::Auto);
             }
         }
     }
@@ -828,11 +872,12 @@ fn gpu_atomic_split_k() {
         ] {
             let extra = format!(", arch: [sm_90a], tiles: [tile(block = {tile})]");
             let sp = spec_for("f16", 4, Zp::Integer, 128, false, &extra);
-            let gemm = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma", sp).expect("compile");
-            gemm.set_cluster_split_k(false);
+            let mut gemm =
+                Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma", sp).expect("compile");
+            set_options(&mut gemm, |o| o.cluster_reduction = false);
             // A bias keeps the workspace path (C is not linear in each split's partial).
             let sp_bias = spec_for("f16", 4, Zp::Integer, 128, true, &extra);
-            let gemm_bias = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma_bias", sp_bias)
+            let mut gemm_bias = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma_bias", sp_bias)
                 .expect("compile");
             let (n, k) = (576, 4096);
             let wf = random_weights(&mut rng, n, k);
@@ -843,13 +888,25 @@ fn gpu_atomic_split_k() {
             let w_bias_ref = w_bias.dequantize();
             let dw_bias = gemm_bias.upload(&w_bias).expect("upload weights");
             for &splits in splits_list {
-                gemm.set_splits(Some(splits));
-                gemm.set_deterministic(false);
-                assert!(gemm.uses_atomic_c(m, n, k), "{tile} M={m} splits={splits}");
-                assert!(!gemm.uses_cluster(m, n, k), "{tile} M={m} splits={splits}");
-                gemm_bias.set_splits(Some(splits));
+                set_options(&mut gemm, |o| o.split_k = fixed(splits));
+                set_options(&mut gemm, |o| o.reduction = reduction(false));
+                assert_eq!(
+                    gemm.plan(m, n, k).reduction,
+                    KReduction::Atomic,
+                    "{tile} M={m} splits={splits}"
+                );
+                assert_ne!(
+                    gemm.plan(m, n, k).reduction,
+                    KReduction::Cluster,
+                    "{tile} M={m} splits={splits}"
+                );
+                set_options(&mut gemm_bias, |o| o.split_k = fixed(splits));
                 let label = format!("{tile} M={m} K={k} splits={splits} bias");
-                assert!(!gemm_bias.uses_atomic_c(m, n, k), "{label}: atomic");
+                assert_ne!(
+                    gemm_bias.plan(m, n, k).reduction,
+                    KReduction::Atomic,
+                    "{label}: atomic"
+                );
                 let (e, _) = run_case(
                     &stream,
                     &gemm_bias,
@@ -863,8 +920,9 @@ fn gpu_atomic_split_k() {
                 );
                 assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
                 let label = format!("{tile} M={m} K={k} splits={splits} atomic");
-                let e =
-                    check_atomic_case(&stream, &gemm, &w, &w_ref, &dw, m, splits, &mut rng, &label);
+                let e = check_atomic_case(
+                    &stream, &mut gemm, &w, &w_ref, &dw, m, splits, &mut rng, &label,
+                );
                 worst = worst.max(e);
                 cases += 1;
             }
@@ -881,7 +939,7 @@ fn gpu_atomic_split_k() {
 #[allow(clippy::too_many_arguments)]
 fn check_atomic_case(
     stream: &Arc<cudarc::driver::CudaStream>,
-    gemm: &Gemm<f16, f16>,
+    gemm: &mut Gemm<f16, f16>,
     w: &QuantizedWeights,
     w_ref: &[f64],
     dw: &cuda::DeviceWeights,
@@ -891,7 +949,11 @@ fn check_atomic_case(
     label: &str,
 ) -> f64 {
     let (n, k) = (w.n(), w.k());
-    assert!(gemm.uses_atomic_c(m, n, k), "{label}: not atomic");
+    assert_eq!(
+        gemm.plan(m, n, k).reduction,
+        KReduction::Atomic,
+        "{label}: not atomic"
+    );
     let every = CaseOpts {
         all_rows: true,
         ..CaseOpts::default()
@@ -911,17 +973,15 @@ fn check_atomic_case(
         e_odd <= 1e-2,
         "{label} (C at +4 bytes): relative error {e_odd:.3e}"
     );
-    gemm.set_atomic_start_claim(false);
-    let (e_late, _) = run(every, label);
-    gemm.set_atomic_start_claim(true);
-    assert!(
-        e_late <= 1e-2,
-        "{label} (no start claim): relative error {e_late:.3e}"
+    set_options(gemm, |o| o.reduction = reduction(true));
+    assert_ne!(
+        gemm.plan(m, n, k).reduction,
+        KReduction::Atomic,
+        "{label}: deterministic"
     );
-    gemm.set_deterministic(true);
-    assert!(!gemm.uses_atomic_c(m, n, k), "{label}: deterministic");
-    let (e_det, bits_det) = run(every, label);
-    gemm.set_deterministic(false);
+    let mut r = rng.clone();
+    let (e_det, bits_det) = run_case(stream, gemm, w, w_ref, dw, m, &mut r, label, every);
+    set_options(gemm, |o| o.reduction = reduction(false));
     assert!(
         e_det <= 1e-2,
         "{label} (deterministic): relative error {e_det:.3e}"
@@ -1041,7 +1101,7 @@ fn gpu_dependent_launches() {
     };
     let mut rng = Rng::new(seed());
     let (n, links) = (1024usize, 8usize);
-    let (gemm, ws, dws) = chain_weights(&stream, &mut rng, "chain", n, links);
+    let (mut gemm, ws, dws) = chain_weights(&stream, &mut rng, "chain", n, links);
     // The last pass adds the K splits of its M = 100 links with atomics (`set_deterministic(false)`).
     for (pdl, early, deterministic) in [
         (true, None, true),
@@ -1049,13 +1109,15 @@ fn gpu_dependent_launches() {
         (false, None, true),
         (true, Some(true), false),
     ] {
-        gemm.set_programmatic_launch(pdl);
-        gemm.set_early_dependent_trigger(early);
-        gemm.set_deterministic(deterministic);
+        set_options(&mut gemm, |o| o.programmatic_launch = pdl);
+        set_options(&mut gemm, |o| o.dependent_trigger = trigger(early));
+        set_options(&mut gemm, |o| o.reduction = reduction(deterministic));
         // (In the atomic pass, M = 100 sums its splits with atomics too instead of in a cluster.)
-        gemm.set_cluster_split_k(deterministic);
+        set_options(&mut gemm, |o| o.cluster_reduction = deterministic);
         for (m, splits) in [(1, Some(4)), (16, None), (100, Some(2)), (1, Some(1))] {
-            gemm.set_splits(splits);
+            set_options(&mut gemm, |o| {
+                o.split_k = splits.map_or(SplitK::Auto, fixed)
+            });
             gemm.reserve(m, n, n).expect("reserve");
             let x0: Vec<f16> = (0..m * n).map(|_| f16::from_f32(rng.uniform())).collect();
             let mut xs = vec![stream.clone_htod(&x0).expect("upload x0")];
@@ -1104,9 +1166,9 @@ fn gpu_graph_replay() {
     unsafe { stream.context().disable_event_tracking() };
     let mut rng = Rng::new(seed() ^ 0x6EA9_4E91);
     let (n, links, replays) = (1024usize, 4usize, 3usize);
-    let (gemm, ws, dws) = chain_weights(&stream, &mut rng, "graph", n, links);
+    let (mut gemm, ws, dws) = chain_weights(&stream, &mut rng, "graph", n, links);
     let sm90 = stream.context().compute_capability().ok() == Some((9, 0));
-    gemm.set_programmatic_launch(true);
+    set_options(&mut gemm, |o| o.programmatic_launch = true);
     let mut atomic_cases = 0;
     for (m, splits, deterministic) in [
         (1, Some(4), false),
@@ -1114,10 +1176,12 @@ fn gpu_graph_replay() {
         (100, Some(2), false),
         (100, Some(2), true),
     ] {
-        gemm.set_splits(splits);
-        gemm.set_deterministic(deterministic);
+        set_options(&mut gemm, |o| {
+            o.split_k = splits.map_or(SplitK::Auto, fixed)
+        });
+        set_options(&mut gemm, |o| o.reduction = reduction(deterministic));
         gemm.reserve(m, n, n).expect("reserve");
-        let atomic = gemm.uses_atomic_c(m, n, n);
+        let atomic = gemm.plan(m, n, n).reduction == KReduction::Atomic;
         if sm90 && m == 100 {
             assert_eq!(atomic, !deterministic, "M {m}: atomic split-K");
         }

@@ -13,10 +13,15 @@
 
 #![warn(missing_docs)]
 
+pub mod abi;
+pub mod cache;
 pub mod codegen;
 pub mod dtype;
+pub mod layout;
 pub mod model;
 pub mod parse;
+pub mod resources;
+pub mod tiles;
 pub mod tokens;
 pub mod validate;
 
@@ -49,40 +54,43 @@ pub fn parse_kernels(tokens: TokenStream) -> syn::Result<Vec<ParsedKernel>> {
         .collect())
 }
 
+/// Why a descriptor written or built outside `gemm!` was rejected ([`check_spec`],
+/// [`parse_kernel_str`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The text is not the fields of one kernel (a tokenizer or parser error).
+    #[error("{0}")]
+    Syntax(String),
+    /// The text holds no kernel, or more than one.
+    #[error("expected exactly one kernel, found {0}")]
+    KernelCount(usize),
+    /// The descriptor breaks one or more rules of `gemm!`: every message, in field order.
+    #[error("{}", .0.join("; "))]
+    Rules(Vec<String>),
+}
+
+fn rule_errors(e: syn::Error) -> SpecError {
+    SpecError::Rules(e.into_iter().map(|e| e.to_string()).collect())
+}
+
 /// Checks a descriptor built or edited in code (its fields are public) against every rule that
-/// `gemm!` applies: formats, scales, zero points, tiles (`mma.sync`: warp M in 8, 16, 32, 48, 64,
-/// warp N and K 64, 2 to 6 stages; `wgmma`: sm_90a, warp (block M, 64, 32 or 16, 64), block N = 4 or 8 x
-/// warp N, block K 64 or 128, block M x warp N <= 4096, 3 to 6 stages; shared memory; `ctas_per_sm` 1 to 4
-/// within the tile's registers and shared memory), epilogue. Errors
-/// carry all messages, joined by "; ".
-pub fn check_spec(spec: &KernelSpec) -> Result<(), String> {
+/// `gemm!` applies: formats, scales, zero points, tiles, shared memory and registers, epilogue.
+pub fn check_spec(spec: &KernelSpec) -> Result<(), SpecError> {
     let spans = validate::SpecSpans::all(proc_macro2::Span::call_site());
     let mut errs = validate::Errors::default();
     validate::check_model(spec, &spans, &mut errs);
     validate::check_generator(spec, &spans, &mut errs);
-    errs.finish().map_err(|e| {
-        e.into_iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
-    })
+    errs.finish().map_err(rule_errors)
 }
 
 /// Parses the fields of one kernel, as written inside `kernel Name { ... }`, e.g.
 /// `"a: bf16, b: u4, scale: group(64), zero_point: int"`. For descriptors built at run time.
-///
-/// Errors carry the message of the first problem found.
-pub fn parse_kernel_str(fields: &str) -> Result<KernelSpec, String> {
+pub fn parse_kernel_str(fields: &str) -> Result<KernelSpec, SpecError> {
     let src = format!("kernel K {{ {fields} }}");
-    let tokens: TokenStream = src.parse().map_err(|e| format!("{e}"))?;
-    let mut kernels = parse_kernels(tokens).map_err(|e| e.to_string())?;
-    match kernels.pop() {
-        Some(k) if kernels.is_empty() => k.spec.map_err(|e| {
-            e.into_iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        }),
-        _ => Err("expected exactly one kernel".into()),
+    let tokens: TokenStream = src.parse().map_err(|e| SpecError::Syntax(format!("{e}")))?;
+    let mut kernels = parse_kernels(tokens).map_err(|e| SpecError::Syntax(e.to_string()))?;
+    match (kernels.pop(), kernels.len()) {
+        (Some(k), 0) => k.spec.map_err(rule_errors),
+        (last, rest) => Err(SpecError::KernelCount(rest + usize::from(last.is_some()))),
     }
 }

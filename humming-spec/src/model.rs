@@ -264,20 +264,17 @@ pub struct TileConfig {
     /// CTAs per multiprocessor the kernel is compiled for (the `minBlocksPerMultiprocessor` of
     /// `__launch_bounds__`, which caps each thread at `65536 / (threads * ctas_per_sm)` registers);
     /// 0 (the default): the code generator's register model decides
-    /// (`humming_spec::codegen::min_blocks_per_sm`).
+    /// (`humming_spec::resources::min_blocks_per_sm`).
     pub ctas_per_sm: u8,
 }
 
 impl TileConfig {
-    /// Threads of the producer warpgroup of [`producer_warpgroup`](Self::producer_warpgroup) tiles.
-    pub const PRODUCER_THREADS: u32 = 128;
-
     /// Threads per CTA: the compute warps, plus the producer warpgroup of
     /// [`producer_warpgroup`](Self::producer_warpgroup) tiles.
     pub const fn threads(&self) -> u32 {
         self.compute_threads()
             + if self.producer_warpgroup() {
-                Self::PRODUCER_THREADS
+                crate::abi::PRODUCER_THREADS
             } else {
                 0
             }

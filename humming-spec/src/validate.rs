@@ -935,7 +935,7 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
     // Scale.
     let sd = spec.scale.dtype;
-    let min_group = 256 / a.bits();
+    let min_group = crate::layout::min_group_size(a);
     match spec.scale.granularity {
         ScaleGranularity::Channel | ScaleGranularity::Group { .. } => {
             let ok = matches!(sd, DType::F16 | DType::BF16 | DType::UE8M0)
@@ -957,15 +957,10 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
                     "ue8m0 scales are per group (MX block scaling), e.g. `group(32, ue8m0)`",
                 );
             }
-            if let ScaleGranularity::Group { size } = spec.scale.granularity {
-                if !size.is_power_of_two() {
-                    errs.push(
-                        sp.group,
-                        format!("group size {size} is not a power of two; use e.g. 32, 64 or 128"),
-                    );
-                } else if size < min_group {
-                    errs.push(sp.group, format!("group size {size} is below the minimum {min_group} for {}-bit activations (one MMA K step)", a.bits()));
-                }
+            if let ScaleGranularity::Group { size } = spec.scale.granularity
+                && let Err(e) = crate::layout::check_group_size(size, a)
+            {
+                errs.push(sp.group, e.to_string());
             }
         }
         ScaleGranularity::Block { n, k } => {
@@ -1242,7 +1237,7 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
     }
     // Shared memory only for a tile that passed the rules above (their extents bound the sizes).
     let smem = if ok {
-        crate::codegen::smem_bytes(spec, t)
+        crate::resources::smem_bytes(spec, t)
     } else {
         0
     };
@@ -1251,9 +1246,9 @@ fn check_wgmma_tile(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &
 
 /// `ctas_per_sm` (when given, on a tile that passed every other rule): the registers it leaves each
 /// thread, `65536 / (threads * ctas_per_sm)` (for a tile with a producer warpgroup, what the
-/// warpgroup hands the compute warps: [`crate::codegen::consumer_registers`]), must cover the tile's
-/// accumulators and working set ([`crate::codegen::min_registers`]), and that many CTAs must fit the shared memory of one
-/// multiprocessor of every target ([`crate::codegen::ctas_fit`]).
+/// warpgroup hands the compute warps: [`crate::resources::consumer_registers`]), must cover the tile's
+/// accumulators and working set ([`crate::resources::min_registers`]), and that many CTAs must fit the shared memory of one
+/// multiprocessor of every target ([`crate::resources::ctas_fit`]).
 fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, errs: &mut Errors) {
     if t.ctas_per_sm == 0 {
         return;
@@ -1261,11 +1256,11 @@ fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, err
     let c = t.ctas_per_sm as u32;
     // With a producer warpgroup the compute warps get the registers it gives back (setmaxnreg).
     let regs = if t.producer_warpgroup() {
-        crate::codegen::consumer_registers(spec, t)
+        crate::resources::consumer_registers(spec, t)
     } else {
         65536 / (t.threads().max(1) * c)
     };
-    let need = crate::codegen::min_registers(t);
+    let need = crate::resources::min_registers(t);
     if regs < need {
         errs.push(
             span.ctas,
@@ -1275,28 +1270,28 @@ fn check_tile_occupancy(spec: &KernelSpec, t: &TileConfig, span: &TileSpans, err
             ),
         );
     }
-    if let Err(per_sm) = crate::codegen::ctas_fit(spec, t) {
+    if let Err(per_sm) = crate::resources::ctas_fit(spec, t) {
         errs.push(
             span.ctas,
             format!(
                 "ctas_per_sm = {c}: {c} CTAs of {} bytes of shared memory (plus {} static and 1 KiB reserved each) exceed the {per_sm} bytes of a multiprocessor of this kernel's targets",
-                crate::codegen::smem_bytes(spec, t),
-                crate::codegen::STATIC_SMEM_BYTES
+                crate::resources::smem_bytes(spec, t),
+                crate::abi::STATIC_SMEM_BYTES
             ),
         );
     }
 }
 
-/// A tile's dynamic shared memory (`smem` bytes, from [`crate::codegen::smem_bytes`]) must fit one
+/// A tile's dynamic shared memory (`smem` bytes, from [`crate::resources::smem_bytes`]) must fit one
 /// CTA's limit beside the kernel's static shared memory.
 fn check_tile_smem(smem: u32, span: &TileSpans, errs: &mut Errors) {
-    if smem > crate::codegen::MAX_TILE_SMEM_BYTES {
+    if smem > crate::resources::MAX_TILE_SMEM_BYTES {
         errs.push(
             span.tile,
             format!(
                 "this tile needs {smem} bytes of shared memory; at most {} (227 KiB less {} of static shared memory)",
-                crate::codegen::MAX_TILE_SMEM_BYTES,
-                crate::codegen::STATIC_SMEM_BYTES
+                crate::resources::MAX_TILE_SMEM_BYTES,
+                crate::abi::STATIC_SMEM_BYTES
             ),
         );
     }
@@ -1392,7 +1387,7 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
                 ),
             );
         }
-        check_tile_smem(crate::codegen::smem_bytes(spec, t), &span, errs);
+        check_tile_smem(crate::resources::smem_bytes(spec, t), &span, errs);
         if errs.len() == before {
             check_tile_occupancy(spec, t, &span, errs);
         }

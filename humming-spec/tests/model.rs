@@ -1,9 +1,9 @@
 //! The model's contract: canonical descriptors, stable hashes, validation rules, generated CUDA.
 
-use humming_spec::codegen::{
-    PRODUCER_REGISTERS, consumer_registers, entry_name, generate_cuda, min_blocks_per_sm,
-    smem_bytes, tiles_of,
-};
+use humming_spec::abi::PRODUCER_REGISTERS;
+use humming_spec::codegen::{entry_name, generate_cuda};
+use humming_spec::resources::{consumer_registers, min_blocks_per_sm, smem_bytes};
+use humming_spec::tiles::tiles_of;
 use humming_spec::{DType, KernelSpec, Mma, ScaleGranularity, ZeroPoint, parse_kernel_str};
 
 fn spec(fields: &str) -> KernelSpec {
@@ -13,7 +13,7 @@ fn spec(fields: &str) -> KernelSpec {
 fn err(fields: &str) -> String {
     match parse_kernel_str(fields) {
         Ok(s) => panic!("{fields} was accepted as {s}"),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 
@@ -292,7 +292,7 @@ fn producer_warpgroup_registers() {
             "{t}: the compute warps' {r} registers exceed the pool"
         );
         assert!(
-            r.is_multiple_of(8) && r >= humming_spec::codegen::min_registers(t),
+            r.is_multiple_of(8) && r >= humming_spec::resources::min_registers(t),
             "{t}: {r}"
         );
     }
@@ -509,26 +509,32 @@ fn check_spec_applies_the_declaration_rules() {
     let mut bad_group = good;
     bad_group.scale.granularity = ScaleGranularity::Group { size: 100 };
     let e = humming_spec::check_spec(&bad_group).unwrap_err();
-    assert!(e.contains("100"), "{e}");
+    let humming_spec::SpecError::Rules(rules) = &e else {
+        panic!("expected a rule error, got {e:?}");
+    };
+    assert_eq!(rules.len(), 1, "{e}");
+    assert!(rules[0].contains("100"), "{e}");
 
     let mut bad_warp = good;
     bad_warp.tiles.items[0].warp_m = 24;
     bad_warp.tiles.items[0].block_m = 24;
-    let e = humming_spec::check_spec(&bad_warp).unwrap_err();
+    let e = humming_spec::check_spec(&bad_warp).unwrap_err().to_string();
     assert!(e.contains("warp M in 8, 16, 32, 48, 64; found 24"), "{e}");
 
     let mut bad_stages = good;
     bad_stages.tiles.items[0].stages = 9;
-    let e = humming_spec::check_spec(&bad_stages).unwrap_err();
+    let e = humming_spec::check_spec(&bad_stages)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stages"), "{e}");
 }
 
-/// Atomic split-K (`codegen::atomic_split_k`, the CUDA side's `kAtomicC`): exactly the staged
+/// Atomic split-K (`resources::atomic_split_k`, the CUDA side's `kAtomicC`): exactly the staged
 /// `wgmma` tiles and the 8-row `mma.sync` tiles of a kernel with f16 C, no bias and no epilogue;
 /// never an `mma.sync` tile of more rows.
 #[test]
 fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles_of_linear_f16_kernels() {
-    use humming_spec::codegen::{atomic_split_k, staged_epilogue};
+    use humming_spec::resources::{atomic_split_k, staged_epilogue};
     let w4a16 = spec("a: f16, b: u4, scale: group(128), arch: [sm_90a]");
     let tiles = tiles_of(&w4a16);
     assert!(tiles.iter().any(|t| t.mma == Mma::Sync && t.block_m == 8));
@@ -550,7 +556,7 @@ fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles_of_linear_f16_kernels() {
     );
     let t = &tiles_of(&small)[0];
     assert!(
-        humming_spec::codegen::smem_bytes(&small, t) < 8 * 260 * 4,
+        humming_spec::resources::smem_bytes(&small, t) < 8 * 260 * 4,
         "{t}"
     );
     assert!(!atomic_split_k(&small, t), "{t}");

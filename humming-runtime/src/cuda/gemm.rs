@@ -1,0 +1,661 @@
+//! The public face of the runtime: a loaded kernel ([`Gemm`]), its weights on the GPU
+//! ([`DeviceWeights`]) and launches ([`Launcher`]).
+
+use super::driver::{self, driver_err};
+use super::nvrtc::nvrtc_compile;
+use super::options::LaunchOptions;
+use super::plan::{
+    DeviceInfo, KReduction, LaunchPlan, LaunchShape, TileInfo, check_launch, plan_launch,
+};
+use crate::error::{Error, Result, invalid};
+use crate::kernel::{Element, GemmKernel};
+use crate::quant::QuantizedWeights;
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, sys,
+};
+use humming_spec::abi::{
+    FLAG_ATOMIC_C, FLAG_CLUSTER_SPLIT_K, FLAG_EARLY_TRIGGER, FLAG_STREAM_K, GemmParams,
+    MAX_CLUSTER_SPLITS, STATIC_SMEM_BYTES,
+};
+use humming_spec::codegen::entry_name;
+use humming_spec::resources::{atomic_split_k, smem_bytes, staged_epilogue};
+use humming_spec::tiles::tiles_of;
+use humming_spec::{KernelSpec, Mma};
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+/// How a kernel's module was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleSource {
+    /// The fatbin compiled by NVCC at build time.
+    Fatbin,
+    /// Run-time compilation with NVRTC (from the disk cache or freshly compiled).
+    Nvrtc,
+}
+
+struct LoadedTile {
+    info: TileInfo,
+    func: CudaFunction,
+    smem: u32,
+}
+
+/// Split-K buffers of a [`Gemm`]. Retired buffers are kept until the `Gemm` is dropped, so that CUDA
+/// graphs captured earlier stay valid.
+#[derive(Default)]
+struct Workspace {
+    partials: Option<CudaSlice<f32>>,
+    tickets: Option<CudaSlice<i32>>,
+    retired_f32: Vec<CudaSlice<f32>>,
+    retired_i32: Vec<CudaSlice<i32>>,
+}
+
+/// A loaded quantized GEMM: `C[M, N] = epilogue(A[M, K] · dequant(B)[N, K]ᵀ · channel scale + bias)`.
+///
+/// `A` and `C` are the element types (`half::f16` or `half::bf16`) the kernel's declaration fixes,
+/// so passing a buffer of the wrong type does not compile; [`Gemm::load`] infers them from the kernel.
+pub struct Gemm<A: Element, C: Element> {
+    stream: Arc<CudaStream>,
+    name: String,
+    spec: KernelSpec,
+    tiles: Vec<LoadedTile>,
+    source: ModuleSource,
+    device: DeviceInfo,
+    options: LaunchOptions,
+    workspace: Mutex<Workspace>,
+    _types: PhantomData<fn(A) -> C>,
+}
+
+/// Quantized weights packed into the kernel layout and uploaded to the GPU.
+pub struct DeviceWeights {
+    spec: KernelSpec,
+    n: usize,
+    k: usize,
+    b: CudaSlice<u8>,
+    scales: CudaSlice<u16>,
+    zeros: Option<CudaSlice<u16>>,
+}
+
+impl DeviceWeights {
+    /// Output channels.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Bytes on the GPU (packed weights, scales, zero points).
+    pub fn bytes(&self) -> usize {
+        self.b.len() + 2 * self.scales.len() + self.zeros.as_ref().map_or(0, |z| 2 * z.len())
+    }
+    /// The descriptor the weights were packed for.
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+}
+
+fn capability(stream: &CudaStream) -> Result<u32> {
+    let (major, minor) = stream
+        .context()
+        .compute_capability()
+        .map_err(driver_err("reading the compute capability"))?;
+    Ok((major * 10 + minor) as u32)
+}
+
+impl<A: Element, C: Element> Gemm<A, C> {
+    /// Loads a kernel declared with `gemm!`, e.g. `Gemm::load::<W4A16>(&stream)` (A and C come from
+    /// the kernel): its NVCC fatbin, or, when the image is empty (no NVCC at build time) or holds no
+    /// code for this GPU, the NVRTC compilation of its source (disk-cached).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedDevice`] below compute capability 8.0; [`Error::InvalidArgument`] (`spec`)
+    /// when no tile fits the GPU's shared memory; [`Error::Nvrtc`] when run-time compilation fails;
+    /// [`Error::Driver`] when loading the module or setting its attributes fails.
+    pub fn load<K: GemmKernel<A = A, C = C>>(stream: &Arc<CudaStream>) -> Result<Self> {
+        Self::load_parts(stream, K::NAME, K::DESCRIPTOR, K::CUDA_SOURCE, K::IMAGE)
+    }
+
+    /// Compiles a descriptor built at run time (e.g. with [`humming_spec::parse_kernel_str`]) with
+    /// NVRTC and loads it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] (`spec`) if the descriptor breaks a rule of `gemm!`
+    /// ([`humming_spec::check_spec`]) or its A/C dtypes are not `A`/`C`; otherwise as [`Gemm::load`].
+    pub fn compile(stream: &Arc<CudaStream>, name: &str, spec: KernelSpec) -> Result<Self> {
+        humming_spec::check_spec(&spec)
+            .map_err(|e| invalid("spec", format!("kernel {name}: {e}")))?;
+        let source = humming_spec::codegen::generate_cuda(&spec);
+        Self::load_parts(stream, name, spec, &source, &[])
+    }
+
+    fn load_parts(
+        stream: &Arc<CudaStream>,
+        name: &str,
+        spec: KernelSpec,
+        source: &str,
+        image: &[u8],
+    ) -> Result<Self> {
+        if spec.a != A::DTYPE || spec.c != C::DTYPE {
+            return Err(invalid(
+                "spec",
+                format!(
+                    "kernel {name} has a={} c={}, but was loaded as a={} c={}",
+                    spec.a,
+                    spec.c,
+                    A::DTYPE,
+                    C::DTYPE
+                ),
+            ));
+        }
+        let ctx = stream.context();
+        let cap = capability(stream)?;
+        if cap < 80 {
+            return Err(Error::UnsupportedDevice {
+                kernel: name.to_string(),
+                capability: cap,
+                archs: spec
+                    .archs
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            });
+        }
+        let mut module = None;
+        let mut how = ModuleSource::Fatbin;
+        if !image.is_empty() {
+            match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.to_vec())) {
+                Ok(m) => module = Some(m),
+                Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => {}
+                Err(e) => {
+                    return Err(Error::Driver {
+                        context: format!("loading the fatbin of {name}"),
+                        source: e,
+                    });
+                }
+            }
+        }
+        let module = match module {
+            Some(m) => m,
+            None => {
+                how = ModuleSource::Nvrtc;
+                let cubin = nvrtc_compile(name, source, cap)?;
+                ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+                    .map_err(|e| Error::Driver {
+                        context: format!("loading the NVRTC module of {name}"),
+                        source: e,
+                    })?
+            }
+        };
+        let optin = ctx
+            .attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )
+            .map_err(driver_err("reading the shared-memory limit"))? as u32;
+        let mut tiles = Vec::new();
+        let mut wgmma_skipped = 0;
+        for (i, tile) in tiles_of(&spec).into_iter().enumerate() {
+            let smem = smem_bytes(&spec, &tile);
+            // wgmma exists on sm_90a only (compute capability 9.0); elsewhere those entries trap.
+            if tile.mma == Mma::Wgmma && cap != 90 {
+                wgmma_skipped += 1;
+                continue;
+            }
+            if smem + STATIC_SMEM_BYTES > optin {
+                continue;
+            }
+            let entry = entry_name(&spec, i);
+            let func = module.load_function(&entry).map_err(|e| Error::Driver {
+                context: format!("finding entry {entry} of {name}"),
+                source: e,
+            })?;
+            // Always raise the dynamic limit: the default (48 KiB) also counts the kernel's static
+            // shared memory, so a tile of exactly 48 KiB of dynamic memory would not launch.
+            ctx.bind_to_thread()
+                .map_err(driver_err("binding the context"))?;
+            func.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .map_err(driver_err("raising the dynamic shared-memory limit"))?;
+            let ctas_per_sm = func
+                .occupancy_max_active_blocks_per_multiprocessor(tile.threads(), smem as usize, None)
+                .map_err(driver_err("querying occupancy"))?
+                .max(1) as usize;
+            let staged = staged_epilogue(&spec, &tile);
+            let mut max_clusters = [0; MAX_CLUSTER_SPLITS as usize + 1];
+            if staged {
+                // A failed query leaves 0: that tile then always sums through the workspace.
+                for (size, slot) in max_clusters.iter_mut().enumerate().skip(2) {
+                    *slot = driver::max_active_clusters(&func, tile.threads(), smem, size as u32)
+                        .unwrap_or(0);
+                }
+            }
+            tiles.push(LoadedTile {
+                info: TileInfo {
+                    tile,
+                    ctas_per_sm,
+                    staged,
+                    atomic: atomic_split_k(&spec, &tile),
+                    max_clusters,
+                },
+                func,
+                smem,
+            });
+        }
+        if tiles.is_empty() {
+            let why = if wgmma_skipped > 0 {
+                format!(
+                    "{wgmma_skipped} are `mma = wgmma` tiles, which need compute capability 9.0 (this GPU: {cap}), \
+                     and the others do not fit in {optin} bytes of shared memory"
+                )
+            } else {
+                format!("none fits in {optin} bytes of shared memory")
+            };
+            return Err(invalid(
+                "spec",
+                format!("no tile configuration of {name} can run on this GPU: {why}"),
+            ));
+        }
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_err("reading the multiprocessor count"))? as usize;
+        Ok(Gemm {
+            stream: stream.clone(),
+            name: name.to_string(),
+            spec,
+            tiles,
+            source: how,
+            device: DeviceInfo {
+                sms,
+                capability: cap,
+            },
+            options: LaunchOptions::default(),
+            workspace: Mutex::new(Workspace::default()),
+            _types: PhantomData,
+        })
+    }
+
+    /// The launch settings of [`Gemm::run`] and [`Gemm::run_strided`].
+    pub fn options(&self) -> LaunchOptions {
+        self.options
+    }
+
+    /// Sets the launch settings of [`Gemm::run`] and [`Gemm::run_strided`] (for one launch with other
+    /// settings, see [`Gemm::with`]).
+    pub fn set_options(&mut self, options: LaunchOptions) {
+        self.options = options;
+    }
+
+    /// Launches with other settings than the `Gemm`'s own, e.g.
+    /// `gemm.with(LaunchOptions { reduction: Reduction::Deterministic, ..gemm.options() }).run(...)`.
+    pub fn with(&self, options: LaunchOptions) -> Launcher<'_, A, C> {
+        Launcher {
+            gemm: self,
+            options,
+        }
+    }
+
+    /// The plan of a launch of `m` rows on `[n, k]` weights with the `Gemm`'s settings.
+    pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
+        self.with(self.options).plan(m, n, k)
+    }
+
+    /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of `[n, k]`
+    /// weights with the `Gemm`'s settings ([`Launcher::reserve`]).
+    pub fn reserve(&self, max_m: usize, n: usize, k: usize) -> Result<()> {
+        self.with(self.options).reserve(max_m, n, k)
+    }
+
+    /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]` ([`Launcher::run`]).
+    pub fn run<Ab, Cb>(
+        &self,
+        a: &Ab,
+        m: usize,
+        w: &DeviceWeights,
+        bias: Option<&CudaSlice<C>>,
+        c: &mut Cb,
+    ) -> Result<()>
+    where
+        Ab: DevicePtr<A>,
+        Cb: DevicePtrMut<C>,
+    {
+        self.with(self.options).run(a, m, w, bias, c)
+    }
+
+    /// `C = A · Bᵀ` with row strides `lda` and `ldc` ([`Launcher::run_strided`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_strided<Ab, Cb>(
+        &self,
+        a: &Ab,
+        m: usize,
+        lda: usize,
+        w: &DeviceWeights,
+        bias: Option<&CudaSlice<C>>,
+        c: &mut Cb,
+        ldc: usize,
+    ) -> Result<()>
+    where
+        Ab: DevicePtr<A>,
+        Cb: DevicePtrMut<C>,
+    {
+        self.with(self.options)
+            .run_strided(a, m, lda, w, bias, c, ldc)
+    }
+
+    /// The kernel's descriptor.
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the module came from the NVCC fatbin or from NVRTC.
+    pub fn module_source(&self) -> ModuleSource {
+        self.source
+    }
+
+    /// The stream kernels are launched on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The device facts launches are planned with.
+    pub fn device(&self) -> DeviceInfo {
+        self.device
+    }
+
+    /// The tiles available on this device, in declaration order, with their occupancy.
+    pub fn tiles(&self) -> Vec<TileInfo> {
+        self.tiles.iter().map(|t| t.info).collect()
+    }
+
+    /// Packs quantized weights into the kernel layout and uploads them.
+    ///
+    /// Errors if the weights were made for another descriptor, or N or K is not a multiple of 64.
+    pub fn upload(&self, w: &QuantizedWeights) -> Result<DeviceWeights> {
+        if w.spec() != &self.spec {
+            return Err(invalid(
+                "weights",
+                format!(
+                    "weights were quantized for `{}`, kernel {} is `{}`",
+                    w.spec(),
+                    self.name,
+                    self.spec
+                ),
+            ));
+        }
+        let packed = w.pack()?;
+        let s = &self.stream;
+        let b = s
+            .clone_htod(&packed.b)
+            .map_err(driver_err("uploading packed weights"))?;
+        let scales = s
+            .clone_htod(&packed.scales)
+            .map_err(driver_err("uploading scales"))?;
+        let zeros = if packed.zeros.is_empty() {
+            None
+        } else {
+            Some(
+                s.clone_htod(&packed.zeros)
+                    .map_err(driver_err("uploading zero points"))?,
+            )
+        };
+        Ok(DeviceWeights {
+            spec: self.spec,
+            n: w.n(),
+            k: w.k(),
+            b,
+            scales,
+            zeros,
+        })
+    }
+
+    fn tile_infos(&self) -> impl Iterator<Item = TileInfo> + '_ {
+        self.tiles.iter().map(|t| t.info)
+    }
+
+    /// Device pointers of a workspace of at least `floats` partials and `tickets` tickets, growing it
+    /// if needed (0, 0 where none is needed).
+    fn workspace_ptrs(&self, floats: usize, tickets: usize) -> Result<(u64, u64)> {
+        if floats == 0 && tickets == 0 {
+            return Ok((0, 0));
+        }
+        let mut ws = self.workspace.lock().map_err(|_| {
+            invalid(
+                "workspace",
+                "the split-K workspace lock was poisoned by a panic",
+            )
+        })?;
+        if ws.partials.as_ref().is_none_or(|p| p.len() < floats) {
+            let p = self
+                .stream
+                .alloc_zeros::<f32>(floats.max(1 << 16))
+                .map_err(driver_err("allocating the split-K workspace"))?;
+            if let Some(old) = ws.partials.replace(p) {
+                ws.retired_f32.push(old);
+            }
+        }
+        if ws.tickets.as_ref().is_none_or(|l| l.len() < tickets) {
+            let l = self
+                .stream
+                .alloc_zeros::<i32>(tickets.max(4096))
+                .map_err(driver_err("allocating split-K tickets"))?;
+            if let Some(old) = ws.tickets.replace(l) {
+                ws.retired_i32.push(old);
+            }
+        }
+        let (Some(p), Some(l)) = (&ws.partials, &ws.tickets) else {
+            return Err(invalid(
+                "workspace",
+                "split-K workspace missing after allocation",
+            ));
+        };
+        let (pp, _r1) = p.device_ptr(&self.stream);
+        let (lp, _r2) = l.device_ptr(&self.stream);
+        Ok((pp, lp))
+    }
+}
+
+/// A [`Gemm`] with the settings of one or more launches ([`Gemm::with`]).
+pub struct Launcher<'g, A: Element, C: Element> {
+    gemm: &'g Gemm<A, C>,
+    options: LaunchOptions,
+}
+
+impl<A: Element, C: Element> Launcher<'_, A, C> {
+    /// The plan of a launch of `m` rows on `[n, k]` weights: tile, K splits, stream-K, how the splits
+    /// are summed, programmatic launch. Pure: computed on the host.
+    pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
+        let g = self.gemm;
+        let infos: Vec<TileInfo> = g.tile_infos().collect();
+        plan_launch(&g.spec, &infos, &g.device, &self.options, (m, n, k))
+    }
+
+    /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
+    /// `[n, k]` weight with these settings (sized as if no launch summed in a cluster), so that no
+    /// allocation happens later: needed before capturing launches into a CUDA graph.
+    ///
+    /// Errors: `max_m`, `n` or `k` of 2^31 or more ([`Error::InvalidArgument`]), or the allocation
+    /// failing.
+    pub fn reserve(&self, max_m: usize, n: usize, k: usize) -> Result<()> {
+        for (name, v) in [("max_m", max_m), ("n", n), ("k", k)] {
+            if v > i32::MAX as usize {
+                return Err(invalid(name, format!("{name} = {v} is 2^31 or more")));
+            }
+        }
+        let g = self.gemm;
+        let infos: Vec<TileInfo> = g.tile_infos().collect();
+        let options = LaunchOptions {
+            cluster_reduction: false,
+            ..self.options
+        };
+        let (mut floats, mut tickets) = (0, 0);
+        for m in 1..=max_m.max(1) {
+            let p = plan_launch(&g.spec, &infos, &g.device, &options, (m, n, k));
+            floats = floats.max(p.workspace_floats);
+            tickets = tickets.max(p.tickets);
+        }
+        g.workspace_ptrs(floats, tickets).map(|_| ())
+    }
+
+    /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Launcher::run_strided`].
+    pub fn run<Ab, Cb>(
+        &self,
+        a: &Ab,
+        m: usize,
+        w: &DeviceWeights,
+        bias: Option<&CudaSlice<C>>,
+        c: &mut Cb,
+    ) -> Result<()>
+    where
+        Ab: DevicePtr<A>,
+        Cb: DevicePtrMut<C>,
+    {
+        self.run_strided(a, m, w.k, w, bias, c, w.n)
+    }
+
+    /// `C[i, j] = epilogue(Σ_k A[i, k] · W[j, k] + bias[j])` for `i < m`, with row strides `lda` and
+    /// `ldc` in elements. Only `C[i, j]` with `i < m`, `j < N` are written.
+    ///
+    /// Checks (each a typed [`Error::InvalidArgument`] naming the argument, [`check_launch`]): `w`
+    /// matches this kernel; `lda >= K` and `lda % 8 == 0`; `ldc >= N` and `ldc` even; `a` holds
+    /// `(m - 1) · lda + K` elements and starts 16-byte aligned; `c` holds `(m - 1) · ldc + N` elements
+    /// and starts 4-byte aligned; `bias` is given (with N elements) exactly when the kernel declares
+    /// `bias: true`; `m < 2^31`. `m == 0` is checked the same way, then launches nothing.
+    ///
+    /// Asynchronous: the kernel is queued on the stream and its launch error checked; C is ready once
+    /// the stream has reached it, and a fault inside the kernel is reported by that later call.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_strided<Ab, Cb>(
+        &self,
+        a: &Ab,
+        m: usize,
+        lda: usize,
+        w: &DeviceWeights,
+        bias: Option<&CudaSlice<C>>,
+        c: &mut Cb,
+        ldc: usize,
+    ) -> Result<()>
+    where
+        Ab: DevicePtr<A>,
+        Cb: DevicePtrMut<C>,
+    {
+        let g = self.gemm;
+        let stream = &g.stream;
+        let (a_len, c_len) = (a.len(), c.len());
+        let (a_ptr, _ra) = a.device_ptr(stream);
+        let (c_ptr, _rc) = c.device_ptr_mut(stream);
+        let (n, k) = (w.n, w.k);
+        check_launch(
+            &g.name,
+            &g.spec,
+            &w.spec,
+            &LaunchShape {
+                m,
+                n,
+                k,
+                lda,
+                ldc,
+                a_len,
+                c_len,
+                bias_len: bias.map(|b| b.len()),
+                a_addr: a_ptr,
+                c_addr: c_ptr,
+            },
+        )?;
+        if m == 0 {
+            return Ok(());
+        }
+        let plan = self.plan(m, n, k);
+        let t = &g.tiles[plan.tile_index];
+        let (b_ptr, _rb) = w.b.device_ptr(stream);
+        let (s_ptr, _rs) = w.scales.device_ptr(stream);
+        let (z_ptr, _rz) = match &w.zeros {
+            Some(z) => {
+                let (p, r) = z.device_ptr(stream);
+                (p, Some(r))
+            }
+            None => (0, None),
+        };
+        let (bias_ptr, _rbias) = match bias {
+            Some(b) => {
+                let (p, r) = b.device_ptr(stream);
+                (p, Some(r))
+            }
+            None => (0, None),
+        };
+        let (ws_ptr, tickets_ptr) = g.workspace_ptrs(plan.workspace_floats, plan.tickets)?;
+        let tile = plan.tile;
+        // grid.y is limited to 65535: launch in chunks of rows (stream-K launches have one chunk).
+        let bm = tile.block_m as usize;
+        let rows_per_launch = 65535 * bm;
+        let grid_x = n.div_ceil(tile.block_n as usize) as u32;
+        let cluster = plan.reduction == KReduction::Cluster;
+        let flags = flag(plan.early_trigger, FLAG_EARLY_TRIGGER)
+            | flag(cluster, FLAG_CLUSTER_SPLIT_K)
+            | flag(plan.stream_k.is_some(), FLAG_STREAM_K)
+            | flag(plan.reduction == KReduction::Atomic, FLAG_ATOMIC_C);
+        let mut row = 0usize;
+        while row < m {
+            let rows = rows_per_launch.min(m - row);
+            let a_rows = a_ptr + (row * lda * 2) as u64;
+            let a_map = if tile.mma == Mma::Wgmma {
+                driver::encode_a_map(a_rows, rows, k, lda, u32::from(tile.block_m)).map_err(
+                    |e| Error::Driver {
+                        context: format!("encoding the TMA tensor map of A for {}", g.name),
+                        source: e,
+                    },
+                )?
+            } else {
+                [0; 16]
+            };
+            let params = GemmParams {
+                a_map,
+                a: a_rows,
+                b: b_ptr,
+                scales: s_ptr,
+                zeros: z_ptr,
+                bias: bias_ptr,
+                c: c_ptr + (row * ldc * 2) as u64,
+                workspace: ws_ptr,
+                locks: tickets_ptr,
+                m: rows as i32,
+                n: n as i32,
+                k: k as i32,
+                lda: lda as i32,
+                ldc: ldc as i32,
+                splits: plan.splits as i32,
+                flags,
+            };
+            let grid_dim = match plan.stream_k {
+                Some(ctas) => (ctas as u32, 1, 1),
+                None => (grid_x, rows.div_ceil(bm) as u32, plan.splits as u32),
+            };
+            let cfg = LaunchConfig {
+                grid_dim,
+                block_dim: (tile.threads(), 1, 1),
+                shared_mem_bytes: t.smem,
+            };
+            let cluster_z = if cluster { plan.splits as u32 } else { 1 };
+            // SAFETY: the kernel reads A[rows, lda], the packed weights, scales, zero points and
+            // bias, and writes C[rows, ldc] for columns < N only, and the split-K workspace sized
+            // by the plan; every length and alignment was checked above. `params` outlives the call
+            // (the driver copies kernel arguments).
+            unsafe { driver::launch(stream, &t.func, cfg, &params, plan.programmatic, cluster_z) }
+                .map_err(|e| Error::Driver {
+                    context: format!("launching {} ({})", g.name, tile),
+                    source: e,
+                })?;
+            row += rows;
+        }
+        Ok(())
+    }
+}
+
+fn flag(on: bool, bit: i32) -> i32 {
+    if on { bit } else { 0 }
+}

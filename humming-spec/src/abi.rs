@@ -1,0 +1,220 @@
+//! The contract between the runtime and the kernels: the parameter struct every entry point takes, its
+//! flag bits and the limits both sides rely on.
+//!
+//! Each value is written here once. [`header`] generates `humming/abi.cuh` from this module (constants,
+//! the `GemmParams` struct, and `static_assert`s of its size, alignment and every field's offset), and
+//! the runtime fills [`GemmParams`] for each launch, so the two sides cannot drift apart.
+
+use std::fmt::Write;
+
+/// One field of [`GemmParams`] as the CUDA header declares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbiField {
+    /// Field name (the same on both sides).
+    pub name: &'static str,
+    /// The CUDA type.
+    pub cuda_type: &'static str,
+    /// Byte offset in the struct.
+    pub offset: usize,
+    /// What the field holds (the Rust doc comment).
+    pub doc: &'static str,
+}
+
+/// One constant of the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbiConstant {
+    /// Its name in the CUDA header.
+    pub cuda_name: &'static str,
+    /// Its value.
+    pub value: i64,
+    /// What it means (the Rust doc comment).
+    pub doc: &'static str,
+}
+
+macro_rules! params_struct {
+    ($(#[doc = $sdoc:literal])* pub struct $name:ident {
+        $($(#[doc = $doc:literal])* $field:ident: $ty:ty => $cuda:literal,)*
+    }) => {
+        $(#[doc = $sdoc])*
+        #[repr(C, align(64))]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[doc = $doc])* pub $field: $ty,)*
+        }
+        impl $name {
+            /// Every field, in order, with its CUDA type and offset.
+            pub const FIELDS: &'static [AbiField] = &[$(AbiField {
+                name: stringify!($field),
+                cuda_type: $cuda,
+                offset: std::mem::offset_of!($name, $field),
+                doc: concat!($($doc),*),
+            },)*];
+        }
+    };
+}
+
+macro_rules! constants {
+    ($($(#[doc = $doc:literal])* $name:ident: $ty:ty = $value:expr => $cuda:literal;)*) => {
+        $($(#[doc = $doc])* pub const $name: $ty = $value;)*
+        /// Every constant of the contract, in declaration order.
+        pub const CONSTANTS: &[AbiConstant] = &[$(AbiConstant {
+            cuda_name: $cuda,
+            value: $name as i64,
+            doc: concat!($($doc),*),
+        },)*];
+    };
+}
+
+params_struct! {
+    /// The argument of every generated entry point, passed by value as a `__grid_constant__`
+    /// parameter (so that the TMA unit reads `a_map` in place). 64-byte aligned: it starts with a
+    /// tensor map.
+    pub struct GemmParams {
+        /// `wgmma` tiles on sm_90a: A as a `CUtensorMap` (2-D, 16-bit elements, dims {K, M}, row
+        /// stride lda * 2 bytes, box {64, block M}, 128-byte swizzle, zero fill outside); zero for
+        /// other tiles.
+        a_map: [u64; 16] => "TmaMap",
+        /// A `[M, lda]`, row-major, 16-byte aligned, lda a multiple of 8.
+        a: u64 => "const void*",
+        /// The packed weights (dequant.cuh describes the layout).
+        b: u64 => "const void*",
+        /// Group scales `[ceil(K / G), N]` or channel scales `[N]`, permuted per 64 channels.
+        scales: u64 => "const void*",
+        /// Integer zero points (as exact values of A's dtype) or float offsets, laid out as the
+        /// scales; null without a zero point.
+        zeros: u64 => "const void*",
+        /// Bias `[N]` in C's dtype, or null.
+        bias: u64 => "const void*",
+        /// C `[M, ldc]`, row-major.
+        c: u64 => "void*",
+        /// f32 partial tiles of the K splits, `[splits][tiles][BM * BN]`; unused without splits.
+        workspace: u64 => "float*",
+        /// One word per output tile, zero before the launch; the kernel leaves them zero.
+        locks: u64 => "int*",
+        /// Rows of A and C.
+        m: i32 => "int",
+        /// Output channels.
+        n: i32 => "int",
+        /// Input features.
+        k: i32 => "int",
+        /// Row stride of A, in elements.
+        lda: i32 => "int",
+        /// Row stride of C, in elements.
+        ldc: i32 => "int",
+        /// K splits (gridDim.z); with stream-K at least the most CTAs that share a tile.
+        splits: i32 => "int",
+        /// `FLAG_*` bits.
+        flags: i32 => "int",
+    }
+}
+
+constants! {
+    /// Flag: let the next kernel of the stream launch at the start of this one instead of after its
+    /// main loop (programmatic dependent launch).
+    FLAG_EARLY_TRIGGER: i32 = 1 => "kFlagEarlyTrigger";
+    /// Flag: the K splits of each output tile are one thread-block cluster (1 x 1 x splits, at most
+    /// `MAX_CLUSTER_SPLITS`) and reduce through distributed shared memory.
+    FLAG_CLUSTER_SPLIT_K: i32 = 2 => "kFlagClusterSplitK";
+    /// Flag: stream-K; a 1-D grid of G CTAs takes equal ranges of the launch's tiles x K steps.
+    FLAG_STREAM_K: i32 = 4 => "kFlagStreamK";
+    /// Flag: K splits are added into C with atomics (not with stream-K or a cluster).
+    FLAG_ATOMIC_C: i32 = 8 => "kFlagAtomicC";
+    /// Flag, with `FLAG_ATOMIC_C`: split 0 does not claim the zeroing of C at its start (a test of
+    /// the path taken when split 0 starts late).
+    FLAG_ATOMIC_NO_START_CLAIM: i32 = 16 => "kFlagAtomicNoStartClaim";
+    /// Most K splits of one output tile that reduce in a thread-block cluster (the portable cluster
+    /// size of sm_90).
+    MAX_CLUSTER_SPLITS: u32 = 8 => "kMaxClusterSplits";
+    /// Threads of a producer warpgroup.
+    PRODUCER_THREADS: u32 = 128 => "kProducerThreads";
+    /// Registers per thread a producer warpgroup keeps after `setmaxnreg.dec`.
+    PRODUCER_REGISTERS: u32 = 24 => "kProducerRegs";
+    /// Alignment of the stages of a `wgmma` tile, in bytes: the 128-byte swizzle of the A tile is a
+    /// function of address bits 4-9, so every A tile starts on this boundary.
+    WGMMA_STAGE_ALIGN: u32 = 1024 => "kStageAlign";
+    /// Static shared memory of every kernel, in bytes, beside its dynamic shared memory: the stages'
+    /// mbarriers and the split-K flags.
+    STATIC_SMEM_BYTES: u32 = 128 => "kStaticSmemBytes";
+    /// Bits of A in one mma K step: a scale group spans a whole number of steps, so a group size is a
+    /// multiple of `MMA_K_BITS / bits(A)` (16 for 16-bit activations).
+    MMA_K_BITS: u32 = 256 => "kMmaKBits";
+}
+
+/// The most stages a tile may have: each takes 16 bytes of the static shared memory (two mbarriers).
+pub const MAX_STAGES: u32 = (STATIC_SMEM_BYTES - 16) / 16;
+
+const _: () = assert!(std::mem::size_of::<GemmParams>() == 256);
+const _: () = assert!(std::mem::align_of::<GemmParams>() == 64);
+
+/// The text of `humming/abi.cuh`: the constants and the parameter struct of this module, with
+/// `static_assert`s that the CUDA compiler lays the struct out as Rust does.
+pub fn header() -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// humming: the runtime/kernel contract. Generated from humming_spec::abi; do not edit."
+    );
+    let _ = writeln!(s, "#pragma once\n\nnamespace humming {{\n");
+    for c in CONSTANTS {
+        let _ = writeln!(s, "// {}", c.doc.trim());
+        let _ = writeln!(s, "constexpr int {} = {};", c.cuda_name, c.value);
+    }
+    let _ = writeln!(s, "constexpr int kMaxStages = {MAX_STAGES};\n");
+    let _ = writeln!(
+        s,
+        "struct alignas(64) TmaMap {{\n  unsigned long long w[16];\n}};"
+    );
+    let _ = writeln!(s, "struct GemmParams {{");
+    for f in GemmParams::FIELDS {
+        let _ = writeln!(s, "  {} {};  // {}", f.cuda_type, f.name, f.doc.trim());
+    }
+    let _ = writeln!(s, "}};");
+    let _ = writeln!(
+        s,
+        "static_assert(sizeof(GemmParams) == {} && alignof(GemmParams) == {}, \"GemmParams: size or alignment differs from humming_spec::abi\");",
+        std::mem::size_of::<GemmParams>(),
+        std::mem::align_of::<GemmParams>()
+    );
+    for f in GemmParams::FIELDS {
+        let _ = writeln!(
+            s,
+            "static_assert(__builtin_offsetof(GemmParams, {0}) == {1}, \"GemmParams::{0}: offset differs from humming_spec::abi\");",
+            f.name, f.offset
+        );
+    }
+    let _ = writeln!(s, "\n}}  // namespace humming");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_contiguous_and_documented() {
+        let f = GemmParams::FIELDS;
+        assert_eq!(f[0].name, "a_map");
+        assert_eq!(f[1].offset, 128);
+        assert_eq!(f.last().unwrap().offset, 128 + 8 * 8 + 6 * 4);
+        assert!(f.iter().all(|f| !f.doc.is_empty()));
+    }
+
+    #[test]
+    fn header_declares_every_constant_and_field() {
+        let h = header();
+        for c in CONSTANTS {
+            assert!(
+                h.contains(&format!("constexpr int {} = {};", c.cuda_name, c.value)),
+                "{}",
+                c.cuda_name
+            );
+        }
+        for f in GemmParams::FIELDS {
+            assert!(h.contains(&format!("  {} {};", f.cuda_type, f.name)));
+            assert!(h.contains(&format!(
+                "__builtin_offsetof(GemmParams, {}) == {}",
+                f.name, f.offset
+            )));
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The tile catalogue: which tile configurations a kernel is compiled with ([`tiles_of`]) and which
+//! one a launch of M rows takes ([`select_launch_tile`]). The two belong together: each default tile
+//! exists for the launches the selection rule gives it. The numbers behind each choice are in
+//! `perf/HISTORY.md`.
+
+use crate::model::*;
+use crate::resources::ctas_fit;
+
+/// The default tile configurations, in selection order, for a kernel that declares none.
+///
+/// - `mma.sync`, "swap AB" (weights as the mma's A operand, group scales on the f32 accumulators):
+///   (8, 128, 256) for M <= 8; (16, 128, 256) for M <= 16, compiled twice, for one CTA per SM and
+///   for two (`ctas_per_sm = 2`: left out by [`tiles_of`] where two do not fit the smallest SM among
+///   the targets).
+/// - `mma.sync` (32, 128, 128) and (64, 128, 128): M > 16 where there is no `wgmma`.
+/// - `wgmma` (sm_90a), each with a producer warpgroup: (32, 256, 128) and (32, 128, 128) (warps of 32
+///   channels: half the K splits where N is small); (64, 128, 128) (two warpgroups along K, one CTA
+///   per SM) and (64, 256, 128); (128, 128, 128) (two warpgroups along K, one CTA per SM) and
+///   (128, 128, 64) (two CTAs per SM); (256, 128, 64) (warps of 16 channels, two warpgroups along N,
+///   one CTA per SM) for M > 128.
+pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
+    let t = |bm, bn, bk, wm, wn, st, mma| TileConfig {
+        block_m: bm,
+        block_n: bn,
+        block_k: bk,
+        warp_m: wm,
+        warp_n: wn,
+        warp_k: 64,
+        stages: st,
+        mma,
+        ctas_per_sm: 0,
+    };
+    let mut tiles = vec![
+        t(8, 128, 256, 8, 64, 3, Mma::Sync),
+        t(16, 128, 256, 16, 64, 3, Mma::Sync),
+        TileConfig {
+            ctas_per_sm: 2,
+            ..t(16, 128, 256, 16, 64, 3, Mma::Sync)
+        },
+        t(32, 128, 128, 32, 64, 4, Mma::Sync),
+        t(64, 128, 128, 32, 64, 4, Mma::Sync),
+    ];
+    if archs.contains(Arch::Sm90a) {
+        tiles.extend([
+            t(32, 256, 128, 32, 64, 4, Mma::Wgmma),
+            t(32, 128, 128, 32, 32, 4, Mma::Wgmma),
+            t(64, 128, 128, 64, 32, 4, Mma::Wgmma),
+            t(64, 256, 128, 64, 64, 4, Mma::Wgmma),
+            t(128, 128, 128, 128, 32, 4, Mma::Wgmma),
+            t(128, 128, 64, 128, 32, 4, Mma::Wgmma),
+            t(256, 128, 64, 256, 16, 4, Mma::Wgmma),
+        ]);
+    }
+    tiles
+}
+
+/// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
+/// archs (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
+pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
+    if spec.tiles.len == 0 {
+        default_tiles(spec.archs)
+            .into_iter()
+            .filter(|t| ctas_fit(spec, t).is_ok())
+            .collect()
+    } else {
+        spec.tiles.as_slice().to_vec()
+    }
+}
+
+/// Output tiles of a launch of `m` rows and `n` channels (row tiles capped at 65535, a launch's
+/// grid.y limit: longer M is launched in chunks).
+pub fn output_tiles(t: &TileConfig, m: usize, n: usize) -> usize {
+    n.div_ceil(t.block_n.max(1) as usize)
+        .saturating_mul(m.div_ceil(t.block_m.max(1) as usize).min(65535))
+}
+
+/// One tile's launch, a candidate of the selection rules below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaveCandidate {
+    /// Index of the tile in the caller's list (the tiles loaded on a device may be fewer than the
+    /// kernel's entry points, e.g. no `wgmma` tile off Hopper).
+    pub index: usize,
+    /// Output tiles of the launch (row tiles x column tiles).
+    pub tiles: usize,
+    /// CTAs of the launch: output tiles x K splits.
+    pub ctas: usize,
+    /// CTAs of this tile the GPU holds at once (SMs x CTAs per SM).
+    pub slots: usize,
+}
+
+/// The multiply-adds the busiest SM runs in a launch of tile `t` (`c`: its output tiles, CTAs and
+/// resident CTAs, `sms` multiprocessors, K of `k`): whole waves of `c.slots` CTAs, each CTA
+/// `block_m x block_n x` its K steps, `c.slots / sms` CTAs sharing an SM. A model of the time of tiles
+/// of like efficiency per multiply-add; 0 for a launch of no CTAs.
+pub fn wave_work(c: &WaveCandidate, t: &TileConfig, k: usize, sms: usize) -> u128 {
+    if c.ctas == 0 || c.tiles == 0 || c.slots == 0 || sms == 0 {
+        return 0;
+    }
+    let splits = (c.ctas / c.tiles).max(1);
+    let bk = t.block_k.max(1) as usize;
+    let k_per_cta = k.div_ceil(bk).div_ceil(splits) as u128 * bk as u128;
+    let waves = c.ctas.div_ceil(c.slots) as u128;
+    let per_sm = (c.slots / sms).max(1) as u128;
+    waves
+        .saturating_mul(per_sm)
+        .saturating_mul(t.block_m as u128 * t.block_n as u128)
+        .saturating_mul(k_per_cta)
+}
+
+/// Of `candidates` (each a launch and its tile), the index of the one of least [`wave_work`], the
+/// first of equals; `None` for an empty list. Chooses between the pick among the `wgmma` tiles of 256
+/// rows and that among the tiles of half their `block_m`.
+pub fn least_wave_work(
+    candidates: &[(WaveCandidate, TileConfig)],
+    k: usize,
+    sms: usize,
+) -> Option<usize> {
+    candidates
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, (c, t))| (wave_work(c, t, k, sms), *i))
+        .map(|(_, (c, _))| c.index)
+}
+
+/// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM (`sms`),
+/// the index of the first, replaced by a later one of fewer K splits (CTAs per output tile) and at
+/// least as many CTAs; where none fits, the last; `None` for an empty list. Chooses between `wgmma`
+/// tiles of one `block_m`.
+pub fn fewest_splits_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
+    fewest_splits_single_wave_in(candidates.iter().copied(), sms)
+}
+
+/// Among `candidates` whose CTAs fit one wave and whose output tiles are at most one per SM (`sms`),
+/// the index of the one of most CTAs (the first of equals), else of the last; `None` for an empty
+/// list. Chooses between `mma.sync` tiles of one `block_m` (the 16-row tile at one or two CTAs per
+/// SM).
+pub fn fullest_single_wave(candidates: &[WaveCandidate], sms: usize) -> Option<usize> {
+    fullest_single_wave_in(candidates.iter().copied(), sms)
+}
+
+fn fullest_single_wave_in(
+    candidates: impl IntoIterator<Item = WaveCandidate>,
+    sms: usize,
+) -> Option<usize> {
+    best_single_wave_in(candidates, sms, |c, best| c.ctas > best.ctas)
+}
+
+fn fewest_splits_single_wave_in(
+    candidates: impl IntoIterator<Item = WaveCandidate>,
+    sms: usize,
+) -> Option<usize> {
+    // Fewer splits (c.ctas / c.tiles < b.ctas / b.tiles, compared without division) and no fewer
+    // CTAs.
+    best_single_wave_in(candidates, sms, |c, b| {
+        c.ctas >= b.ctas
+            && (c.ctas as u128) * (b.tiles as u128) < (b.ctas as u128) * (c.tiles as u128)
+    })
+}
+
+/// The rule shared by [`fewest_splits_single_wave`] and [`fullest_single_wave`]: among the candidates
+/// that fit one wave with at most one output tile per SM, a later one replaces the best so far where
+/// `better(later, best)`; else the last candidate.
+fn best_single_wave_in(
+    candidates: impl IntoIterator<Item = WaveCandidate>,
+    sms: usize,
+    better: impl Fn(&WaveCandidate, &WaveCandidate) -> bool,
+) -> Option<usize> {
+    let mut last = None;
+    let mut best: Option<WaveCandidate> = None;
+    for c in candidates {
+        if c.ctas <= c.slots && c.tiles <= sms && best.is_none_or(|b| better(&c, &b)) {
+            best = Some(c);
+        }
+        last = Some(c.index);
+    }
+    best.map(|b| b.index).or(last)
+}
+
+/// Index of the tile a launch of `m` rows of `[n, k]` weights uses, among `tiles` (`of` gives each
+/// one's configuration and resident CTAs per SM) on `sms` multiprocessors, with `splits(t)` K splits
+/// for a launch of tile `t`:
+///
+/// 1. the tiles of [`select_tile_index`]'s `block_m` and kind;
+/// 2. among several, for `wgmma` tiles [`fewest_splits_single_wave`], for `mma.sync` tiles
+///    [`fullest_single_wave`];
+/// 3. where that is a `wgmma` tile of 256 rows or more and `wgmma` tiles of half its `block_m` exist,
+///    their pick (by the same rule) replaces it if its launch gives the busiest SM fewer multiply-adds
+///    ([`least_wave_work`]; the larger tile on equal work).
+///
+/// 0 for an empty list. Pure: no GPU needed.
+pub fn select_launch_tile<L>(
+    tiles: &[L],
+    of: impl Fn(&L) -> (TileConfig, usize),
+    sms: usize,
+    (m, n, k): (usize, usize, usize),
+    splits: impl Fn(&TileConfig) -> usize,
+) -> usize {
+    let candidate = |index: usize| {
+        let (t, per_sm) = of(&tiles[index]);
+        let count = output_tiles(&t, m, n);
+        (
+            WaveCandidate {
+                index,
+                tiles: count,
+                ctas: count.saturating_mul(splits(&t)),
+                slots: sms.saturating_mul(per_sm),
+            },
+            t,
+        )
+    };
+    // The pick among the tiles of the block M and kind of tile `first`.
+    let among = |first: usize| {
+        let Some((f, _)) = tiles.get(first).map(&of) else {
+            return first;
+        };
+        let wgmma = f.mma == Mma::Wgmma;
+        let group = (0..tiles.len())
+            .filter(|&i| {
+                let t = of(&tiles[i]).0;
+                t.block_m == f.block_m && (t.mma == Mma::Wgmma) == wgmma
+            })
+            .map(|i| candidate(i).0);
+        if wgmma {
+            fewest_splits_single_wave_in(group, sms).unwrap_or(first)
+        } else {
+            fullest_single_wave_in(group, sms).unwrap_or(first)
+        }
+    };
+    let first = select_tile_index_in(tiles.iter().map(|l| of(l).0), m);
+    let pick = among(first);
+    let Some((f, _)) = tiles.get(first).map(&of) else {
+        return pick;
+    };
+    if f.mma != Mma::Wgmma || f.block_m < 256 {
+        return pick;
+    }
+    let Some(h) = tiles.iter().position(|l| {
+        let t = of(l).0;
+        t.block_m == f.block_m / 2 && t.mma == Mma::Wgmma
+    }) else {
+        return pick;
+    };
+    let alt = among(h);
+    least_wave_work(&[candidate(pick), candidate(alt)], k, sms).unwrap_or(pick)
+}
+
+/// Index of the tile whose `block_m` and kind a launch of `m` rows starts from: the smallest
+/// `block_m` that covers `m`, else the largest `block_m`; among equal `block_m` a [`Mma::Wgmma`] tile
+/// (the list holds only tiles the GPU can run), then the first. 0 for an empty list.
+pub fn select_tile_index(tiles: &[TileConfig], m: usize) -> usize {
+    select_tile_index_in(tiles.iter().copied(), m)
+}
+
+fn select_tile_index_in(tiles: impl Iterator<Item = TileConfig> + Clone, m: usize) -> usize {
+    let plain = |t: &TileConfig| t.mma != Mma::Wgmma;
+    let covering = tiles
+        .clone()
+        .enumerate()
+        .filter(|(_, t)| t.block_m as usize >= m)
+        .min_by_key(|(i, t)| (t.block_m, plain(t), *i));
+    let largest = tiles.enumerate().max_by_key(|(i, t)| {
+        (
+            t.block_m,
+            std::cmp::Reverse(plain(t)),
+            std::cmp::Reverse(*i),
+        )
+    });
+    covering.or(largest).map_or(0, |(i, _)| i)
+}
