@@ -22,7 +22,7 @@
 // 1/16 (exact: a power of two) with -(64 + bias) yields c - bias, so one mask-and-or (lop3) and one
 // shift per word serve four pairs (the trick of the Marlin kernel, Frantar et al. 2024).
 #pragma once
-#include "common.cuh"
+#include "ptx.cuh"
 
 namespace humming {
 
@@ -406,5 +406,45 @@ __device__ __forceinline__ void quarter_slab(u32 (&w)[kBits], u32 (&sw)[4], u32 
   sw[0] = pick(sw[0], sw[1], sw[2], sw[3]);
   zw[0] = pick(zw[0], zw[1], zw[2], zw[3]);
 }
+
+// ---- The integer weight policy ---------------------------------------------------------------------
+
+// Integer codes of 1 to 8 bits (unsigned, or signed stored offset-binary) with their scales and zero
+// points, dequantized in registers by the bit tricks above. The main loops take the weights through
+// this policy only: loading a slab's code words, choosing a warp's half or quarter of a unit, and
+// turning words, scales and zero points into mma fragments.
+template <class Q>
+struct IntWeights {
+  // The 32-bit code words of one k16 slab per lane, and the lane's scales and zero points (two per
+  // word, for channels nt*8 + lane/4).
+  struct Slab {
+    u32 w[Q::kBits];
+    u32 sw[4];
+    u32 zw[4];
+  };
+  // Offset folding (OffsetFold) applies.
+  static constexpr bool kFoldable = OffsetFold<Q>::kOk;
+
+  // The words of slab kk of the unit at shared-space address `unit`.
+  __device__ __forceinline__ static void load_words(Slab& s, u32 unit, int kk, int lane) {
+    load_slab_words<Q::kBits>(unit, kk, lane, s.w);
+  }
+
+  // A warp of 64 / kHalves channels keeps its half (kHalves 2) or quarter (4) of the unit's slab.
+  template <int kHalves>
+  __device__ __forceinline__ static void select(Slab& s, int part) {
+    if constexpr (kHalves == 2) half_slab<Q::kBits>(s.w, s.sw, s.zw, part != 0);
+    if constexpr (kHalves == 4) quarter_slab<Q::kBits>(s.w, s.sw, s.zw, part);
+  }
+
+  // The fragments of the slab (dequant_slab).
+  template <bool kMulScale, bool kAOrder, int kPairs, bool kFold>
+  __device__ __forceinline__ static void dequant(Slab& s, u32 (&frag)[16]) {
+    u32(&w)[Q::kBits] = s.w;
+    u32(&sw)[4] = s.sw;
+    u32(&zw)[4] = s.zw;
+    dequant_slab<Q, kMulScale, kAOrder, kPairs, kFold>(w, sw, zw, frag);
+  }
+};
 
 }  // namespace humming

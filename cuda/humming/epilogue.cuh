@@ -1,6 +1,12 @@
-// humming: epilogue math (channel scale, bias, fused activation) in f32, then rounding to C's dtype.
+// humming: the epilogue. Its math (channel scale, bias, fused activation) in f32, then rounding to C's
+// dtype; and the two ways a CTA writes its tile of C:
+// - from the accumulators' registers, rows < M only (store_registers);
+// - staged (wgmma tiles, and the 8-row tile's atomic split-K): the accumulators go to shared memory as
+//   an f32 tile, then every thread writes 8 channels of a row at once (one 16-byte store where C
+//   allows), optionally summing the tiles of a thread-block cluster's K splits (distributed shared
+//   memory) or adding into C with f16 atomics (atomic.cuh).
 #pragma once
-#include "dequant.cuh"
+#include "atomic.cuh"
 
 namespace humming {
 
@@ -47,5 +53,138 @@ __device__ __forceinline__ u16 finish_one(float v, const GemmParams& p, int col)
   v = apply_epilogue<Q::kEpilogue>(v);
   return static_cast<u16>(H::from_floats(v, 0.0f) & 0xFFFFu);
 }
+
+template <class K>
+struct Epilogue {
+  using Tl = typename K::Tl;
+  using Q = typename K::Q;
+  static constexpr int kStageLd = K::kStageLd;
+
+  // Writes the accumulators of this warp (K-warp 0, channels below N) to C, rows < M.
+  __device__ __forceinline__ static void store_registers(const GemmParams& p, const typename K::Acc& acc,
+                                                         const WarpPlace& w) {
+    if constexpr (K::kSwapAB) {
+      u16* c16 = static_cast<u16*>(p.c);
+#pragma unroll
+      for (int i = 0; i < K::kAccN; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int row = w.m0 + w.wm * Tl::WM + K::swapped_row(i, j, w.lane);
+          const int col = w.n0 + w.wn * Tl::WN + K::swapped_col(i, j, w.lane);
+          if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(acc[0][i][j], p, col);
+        }
+      return;
+    }
+    u32* c = static_cast<u32*>(p.c);
+#pragma unroll
+    for (int mt = 0; mt < K::kMTiles; ++mt) {
+      const int row0 = w.m0 + w.wm * Tl::WM + K::plain_row(mt, 0, w.lane);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int col = w.n0 + w.wn * 64 + K::plain_col(nt, w.lane);
+        if (row0 < p.m) {
+          c[(static_cast<long long>(row0) * p.ldc + col) >> 1] = finish_pair<Q>(acc[mt][nt][0], acc[mt][nt][1], p, col);
+        }
+        if (row0 + 8 < p.m) {
+          c[(static_cast<long long>(row0 + 8) * p.ldc + col) >> 1] = finish_pair<Q>(acc[mt][nt][2], acc[mt][nt][3], p, col);
+        }
+      }
+    }
+  }
+
+  // Eight outputs (columns col.. of one row) summed over the `ranks` shared tiles of a cluster at
+  // shared::cta address `at`, in rank (split) order: 0 + p_0 + p_1 + ..., the sums of the
+  // global-workspace path bit for bit.
+  __device__ __forceinline__ static void sum_cluster(float (&v)[8], u32 at, int ranks) {
+    float4 part[2 * kMaxClusterSplits];
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      if (s < ranks) {
+        const u32 remote = map_rank(at, s);
+        part[2 * s] = ld_cluster_f4(remote);
+        part[2 * s + 1] = ld_cluster_f4(remote + 16);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      if (s < ranks) {
+        const float4 lo = part[2 * s], hi = part[2 * s + 1];
+        v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
+        v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
+      }
+    }
+  }
+
+  // The staged epilogue: `holds` = this thread's accumulators are part of the tile (kw == 0, channels
+  // below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows rank,
+  // rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
+  // kRed (kFlagAtomicC, split `split` of the `splits` of output tile `tile`): the outputs are added to C
+  // with f16 atomics once the tile's C is zeroed: by this CTA (`zeroed_here`), else awaited (from thread
+  // 0's early read `seen` of the lock word); then the split adds its share to the lock word.
+  template <bool kRed = false>
+  __device__ __forceinline__ static void staged(const GemmParams& p, const typename K::Acc& acc, bool holds,
+                                                const WarpPlace& w, int rank, int ranks, int tile = 0, int split = 0,
+                                                int splits = 1, bool zeroed_here = false, int seen = 0) {
+    extern __shared__ __align__(128) char smem[];
+    K::sync_compute();  // the pipeline buffers (and the K-warp reduction's) are free
+    if (holds) {
+#pragma unroll
+      for (int i = 0; i < K::kAccN; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          reinterpret_cast<float*>(smem)[(w.wm * Tl::WM + K::swapped_row(i, j, w.lane)) * kStageLd + w.wn * Tl::WN +
+                                         K::swapped_col(i, j, w.lane)] = acc[0][i][j];
+    }
+    if (kRed && !zeroed_here) {
+      AtomicSplitK<K>::await_zeroed(p, tile, w.m0, w.n0, seen);  // (its barriers also order the shared tile's stores)
+    } else if (ranks > 1) {
+      cluster_sync();
+    } else {
+      K::sync_compute();
+    }
+    const int rows = min(Tl::BM, p.m - w.m0);
+    constexpr int kChunks = Tl::BN / 8;  // 8 channels each
+    const bool vec16 = (p.ldc % 8) == 0 && (reinterpret_cast<unsigned long long>(p.c) & 15) == 0;
+    const u32 base = smem_addr(smem);
+    u32* c = static_cast<u32*>(p.c);
+    const int my_rows = rows > rank ? (rows - rank + ranks - 1) / ranks : 0;
+    for (int it = threadIdx.x; it < my_rows * kChunks; it += K::kThreads) {
+      const int r = rank + (it / kChunks) * ranks;
+      const int col = (it % kChunks) * 8;
+      if (w.n0 + col >= p.n) continue;  // N is a multiple of 64: a chunk is all in or all out
+      const u32 at = base + 4 * (r * kStageLd + col);
+      float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (ranks == 1) {
+        const uint4 lo = lds128(at), hi = lds128(at + 16);
+        v[0] = __uint_as_float(lo.x); v[1] = __uint_as_float(lo.y); v[2] = __uint_as_float(lo.z); v[3] = __uint_as_float(lo.w);
+        v[4] = __uint_as_float(hi.x); v[5] = __uint_as_float(hi.y); v[6] = __uint_as_float(hi.z); v[7] = __uint_as_float(hi.w);
+      } else {
+        sum_cluster(v, at, ranks);
+      }
+      u32 out[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, w.n0 + col + 2 * q);
+      const long long at_c = (static_cast<long long>(w.m0 + r) * p.ldc + w.n0 + col) >> 1;
+      if constexpr (kRed) {
+        if (vec16) {
+          red_add_f16x8(c + at_c, out[0], out[1], out[2], out[3]);
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) red_add_f16x2(c + at_c + q, out[q]);
+        }
+      } else if (vec16) {
+        *reinterpret_cast<uint4*>(c + at_c) = make_uint4(out[0], out[1], out[2], out[3]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[at_c + q] = out[q];
+      }
+    }
+    if constexpr (kRed) {
+      AtomicSplitK<K>::finish(p, tile, split, splits);
+    } else if (ranks > 1) {
+      cluster_sync();  // no CTA leaves while another may still read its shared tile
+    }
+  }
+};
 
 }  // namespace humming

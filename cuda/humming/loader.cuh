@@ -11,7 +11,7 @@
 //   scales [rows][BN] (rows = max(1, BK / G) for group scales, 0 otherwise)
 //   zeros  [rows][BN] when the kernel has a zero point and group scales
 #pragma once
-#include "common.cuh"
+#include "ptx.cuh"
 
 namespace humming {
 
@@ -34,9 +34,9 @@ struct StageLayout {
   static constexpr int kBOffset = kABytes;
   static constexpr int kSOffset = kBOffset + kBBytes;
   static constexpr int kZOffset = kSOffset + kSBytes;
-  // wgmma tiles start every stage (so every A tile) on a 1024-byte boundary: the hardware's 128-byte
-  // swizzle is a function of the address bits 4-9.
-  static constexpr int kStageAlign = Tl::kWgmma ? 1024 : 16;
+  // wgmma tiles start every stage (so every A tile) on a humming::kStageAlign (1024-byte) boundary:
+  // the hardware's 128-byte swizzle is a function of the address bits 4-9.
+  static constexpr int kStageAlign = Tl::kWgmma ? humming::kStageAlign : 16;
   static constexpr int kStageBytes = (kZOffset + kZBytes + kStageAlign - 1) / kStageAlign * kStageAlign;
   static_assert(kABytes % 16 == 0 && kBBytes % 16 == 0 && kSBytes % 16 == 0, "stage parts must stay 16-byte aligned");
 };

@@ -15,7 +15,7 @@
 // Built only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere the wrappers trap, and the runtime never
 // launches a wgmma tile on a GPU other than compute capability 9.0.
 #pragma once
-#include "common.cuh"
+#include "ptx.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define HUMMING_HAS_WGMMA 1

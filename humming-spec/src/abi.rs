@@ -175,6 +175,8 @@ pub fn header() -> String {
         std::mem::size_of::<GemmParams>(),
         std::mem::align_of::<GemmParams>()
     );
+    // NVRTC has no offsetof; NVCC checks every offset when the build script compiles the kernels.
+    let _ = writeln!(s, "#if !defined(__CUDACC_RTC__)");
     for f in GemmParams::FIELDS {
         let _ = writeln!(
             s,
@@ -182,6 +184,7 @@ pub fn header() -> String {
             f.name, f.offset
         );
     }
+    let _ = writeln!(s, "#endif");
     let _ = writeln!(s, "\n}}  // namespace humming");
     s
 }

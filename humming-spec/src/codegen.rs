@@ -5,7 +5,6 @@
 //! (dtypes, weight width, zero point kind, group size, bias, epilogue, tile shape) is a template argument;
 //! M, N, K and the pointers are run-time [`GemmParams`](../../humming_runtime) fields.
 
-use crate::abi::PRODUCER_REGISTERS;
 use crate::dtype::DType;
 use crate::layout::scale_on_b;
 use crate::model::*;
@@ -16,7 +15,7 @@ use crate::tiles::tiles_of;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-3";
+pub const GENERATOR_VERSION: &str = "humming-codegen-4";
 
 /// The CUDA headers a generated source includes, as `(relative path, contents)`: the reusable
 /// components of `cuda/humming/` and `humming/abi.cuh`, generated from [`crate::abi`]. The build helper
@@ -36,6 +35,10 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../cuda/humming/common.cuh"),
     ),
     (
+        "humming/ptx.cuh",
+        include_str!("../../cuda/humming/ptx.cuh"),
+    ),
+    (
         "humming/dequant.cuh",
         include_str!("../../cuda/humming/dequant.cuh"),
     ),
@@ -52,8 +55,44 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../cuda/humming/loader.cuh"),
     ),
     (
+        "humming/operand.cuh",
+        include_str!("../../cuda/humming/operand.cuh"),
+    ),
+    (
+        "humming/traits.cuh",
+        include_str!("../../cuda/humming/traits.cuh"),
+    ),
+    (
+        "humming/scheduler.cuh",
+        include_str!("../../cuda/humming/scheduler.cuh"),
+    ),
+    (
+        "humming/pipeline.cuh",
+        include_str!("../../cuda/humming/pipeline.cuh"),
+    ),
+    (
+        "humming/mainloop_sync.cuh",
+        include_str!("../../cuda/humming/mainloop_sync.cuh"),
+    ),
+    (
+        "humming/mainloop_wgmma.cuh",
+        include_str!("../../cuda/humming/mainloop_wgmma.cuh"),
+    ),
+    (
+        "humming/mainloop.cuh",
+        include_str!("../../cuda/humming/mainloop.cuh"),
+    ),
+    (
+        "humming/atomic.cuh",
+        include_str!("../../cuda/humming/atomic.cuh"),
+    ),
+    (
         "humming/epilogue.cuh",
         include_str!("../../cuda/humming/epilogue.cuh"),
+    ),
+    (
+        "humming/reduction.cuh",
+        include_str!("../../cuda/humming/reduction.cuh"),
     ),
     (
         "humming/gemm.cuh",
@@ -92,7 +131,19 @@ fn epilogue_kind(e: Epilogue) -> &'static str {
     }
 }
 
-/// Generates the `.cu` source of a kernel whose spec passed validation.
+/// The activation operand policy of a kernel (`cuda/humming/operand.cuh`).
+fn activation_policy(spec: &KernelSpec) -> String {
+    format!("humming::Act16<{}>", cuda_dtype(spec.a))
+}
+
+/// The weight policy of a kernel (`cuda/humming/dequant.cuh`).
+fn weight_policy(_spec: &KernelSpec) -> &'static str {
+    "humming::IntWeights<Quant>"
+}
+
+/// Generates the `.cu` source of a kernel whose spec passed validation: the format, its activation and
+/// weight policies, and one `extern "C"` entry point per tile, each with `static_assert`s that the
+/// CUDA side computes the resource model's numbers.
 pub fn generate_cuda(spec: &KernelSpec) -> String {
     let mut s = String::new();
     let group = spec.group_size().unwrap_or(0);
@@ -126,10 +177,30 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     );
     let _ = writeln!(s, "    {},  // bias", spec.bias);
     let _ = writeln!(s, "    {}>;", epilogue_kind(spec.epilogue));
+    let _ = writeln!(
+        s,
+        "using Act = {};  // the activation operand",
+        activation_policy(spec)
+    );
+    let _ = writeln!(
+        s,
+        "using Weights = {};  // the weight dequantizer",
+        weight_policy(spec)
+    );
+    let _ = writeln!(s, "template <class Tl>");
+    let _ = writeln!(s, "using Kernel = humming::Gemm<Quant, Tl, Act, Weights>;");
     let _ = writeln!(s, "}}  // namespace");
     for (i, t) in tiles_of(spec).iter().enumerate() {
-        let tile = format!(
-            "humming::Tile<{}, {}, {}, {}, {}, {}, {}, {}, {}>",
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "// tile {i}: {t}, {} threads, {} bytes of shared memory",
+            t.threads(),
+            smem_bytes(spec, t)
+        );
+        let _ = writeln!(
+            s,
+            "using Tile{i} = humming::Tile<{}, {}, {}, {}, {}, {}, {}, {}, {}>;",
             t.block_m,
             t.block_n,
             t.block_k,
@@ -140,35 +211,31 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             t.mma == Mma::Wgmma,
             consumer_registers(spec, t)
         );
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "// tile {i}: {t}, {} threads, {} bytes of shared memory",
-            t.threads(),
-            smem_bytes(spec, t)
-        );
-        let _ = writeln!(
-            s,
-            "static_assert(humming::Gemm<Quant, {tile}>::kSmemBytes == {}u, \"shared memory size disagrees with the Rust model\");",
-            smem_bytes(spec, t)
-        );
-        let _ = writeln!(
-            s,
-            "static_assert(humming::Gemm<Quant, {tile}>::kStaged == {}, \"staged epilogue disagrees with the Rust model\");",
-            staged_epilogue(spec, t)
-        );
-        let _ = writeln!(
-            s,
-            "static_assert(humming::Gemm<Quant, {tile}>::kAtomicC == {}, \"atomic split-K disagrees with the Rust model\");",
-            atomic_split_k(spec, t)
-        );
         // The runtime launches t.threads(); a kernel expecting another count would hang on its
         // mbarriers or in setmaxnreg.
-        let _ = writeln!(
-            s,
-            "static_assert(humming::Gemm<Quant, {tile}>::kLaunchThreads == {} && {tile}::kProducerRegs == {PRODUCER_REGISTERS}, \"threads or producer registers disagree with the Rust model\");",
-            t.threads()
-        );
+        for (what, cuda, rust) in [
+            (
+                "shared memory",
+                "kSmemBytes",
+                format!("{}u", smem_bytes(spec, t)),
+            ),
+            (
+                "staged epilogue",
+                "kStaged",
+                staged_epilogue(spec, t).to_string(),
+            ),
+            (
+                "atomic split-K",
+                "kAtomicC",
+                atomic_split_k(spec, t).to_string(),
+            ),
+            ("threads", "kLaunchThreads", t.threads().to_string()),
+        ] {
+            let _ = writeln!(
+                s,
+                "static_assert(Kernel<Tile{i}>::{cuda} == {rust}, \"{what} disagrees with the Rust resource model\");"
+            );
+        }
         let _ = writeln!(
             s,
             "extern \"C\" __global__ void __launch_bounds__({}, {})",
@@ -180,7 +247,7 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             "{}(const __grid_constant__ humming::GemmParams params) {{",
             entry_name(spec, i)
         );
-        let _ = writeln!(s, "  humming::Gemm<Quant, {tile}>::run(params);");
+        let _ = writeln!(s, "  Kernel<Tile{i}>::run(params);");
         let _ = writeln!(s, "}}");
     }
     s

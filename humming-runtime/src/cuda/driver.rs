@@ -16,9 +16,17 @@ pub fn driver_err(context: &'static str) -> impl Fn(cudarc::driver::DriverError)
 }
 
 /// True if the CUDA driver library can be loaded (it says nothing about whether a GPU is present).
+#[cfg(not(feature = "dynamic-linking"))]
 pub fn driver_present() -> bool {
     // SAFETY: only tries to dlopen libcuda; no other effect.
     unsafe { sys::is_culib_present() }
+}
+
+/// True: with the `dynamic-linking` feature libcuda is linked into the program, which could not have
+/// started without it (cudarc has no `is_culib_present` in that mode).
+#[cfg(feature = "dynamic-linking")]
+pub fn driver_present() -> bool {
+    true
 }
 
 /// Opens GPU `ordinal` and returns a new stream on its primary context.
@@ -175,9 +183,16 @@ pub(super) fn max_active_clusters(
 }
 
 /// Whether libnvrtc can be loaded.
+#[cfg(not(feature = "dynamic-linking"))]
 pub(super) fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen libnvrtc.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// True: with the `dynamic-linking` feature libnvrtc is linked into the program.
+#[cfg(feature = "dynamic-linking")]
+pub(super) fn nvrtc_present() -> bool {
+    true
 }
 
 /// NVRTC's version, `(major, minor)`; `(0, 0)` where it cannot say. Only after [`nvrtc_present`].
