@@ -67,6 +67,25 @@ pub fn spec_for(tensor: &str, ty: GgmlType, activation: DType) -> Result<KernelS
     })
 }
 
+/// Checks that the `gemm!` kernel `kernel`, declared as `declared`, runs exactly the weights that
+/// [`to_quantized_as`] makes from `ty` tensors (at `declared`'s activation dtype).
+///
+/// # Errors
+/// [`Error::Declaration`] when the descriptors differ; as [`spec_for`] when `ty` or the activation
+/// dtype is not converted.
+pub fn check_declaration(kernel: &str, ty: GgmlType, declared: &KernelSpec) -> Result<()> {
+    let converted = spec_for(kernel, ty, declared.a)?;
+    if &converted != declared {
+        return Err(Error::Declaration {
+            kernel: kernel.to_owned(),
+            declared: declared.to_string(),
+            ty,
+            converted: converted.to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// Converts a GGUF weight tensor (Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0) to [`QuantizedWeights`] for the
 /// `f16` descriptor of [`spec_for`], without loss: `N = ne1`, `K = ne0`, one scale group per block.
 ///
@@ -175,5 +194,31 @@ fn high_bits(qh: u32, out: &mut [u8], flip: u8) {
     for (j, c) in out.iter_mut().enumerate() {
         *c |= (((qh >> j) & 1) as u8) << 4;
         *c ^= flip;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_are_checked_against_the_conversion() {
+        let q41 = parse_kernel_str(spec_text(GgmlType::Q4_1).unwrap()).unwrap();
+        check_declaration("GgufQ41", GgmlType::Q4_1, &q41).unwrap();
+        let e = check_declaration("GgufQ41", GgmlType::Q8_0, &q41).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Declaration {
+                    ty: GgmlType::Q8_0,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("fix its gemm! declaration"), "{e}");
+        let bf16 = "a: bf16, b: u4, scale: group(32, bf16), zero_point: float";
+        let e = check_declaration("k", GgmlType::Q4_1, &parse_kernel_str(bf16).unwrap());
+        assert!(matches!(e, Err(Error::UnsupportedActivation { .. })));
     }
 }

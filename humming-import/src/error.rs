@@ -94,6 +94,28 @@ pub enum Error {
         #[source]
         source: humming_runtime::Error,
     },
+    /// The tensors of a model file do not make the model asked for (a projection past the last
+    /// block, shapes that do not match the hyper-parameters).
+    #[error("the model's tensors do not fit its hyper-parameters: {msg}")]
+    Model {
+        /// What is wrong.
+        msg: String,
+    },
+    /// A `gemm!` kernel is declared for other weights than those the conversion of a GGML type
+    /// produces (see [`crate::convert::check_declaration`]).
+    #[error(
+        "kernel {kernel} is declared as `{declared}`, but {ty} tensors convert to `{converted}`: fix its gemm! declaration"
+    )]
+    Declaration {
+        /// The kernel's name.
+        kernel: String,
+        /// Its declared descriptor.
+        declared: String,
+        /// The GGML type it is meant to run.
+        ty: GgmlType,
+        /// The descriptor of the converted weights ([`crate::spec_for`]).
+        converted: String,
+    },
     /// A kernel descriptor could not be parsed.
     #[error("invalid kernel descriptor `{spec}`: {source}")]
     Spec {

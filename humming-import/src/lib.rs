@@ -8,6 +8,8 @@
 //!   conversion (they agree bit for bit).
 //! - [`checkpoint`]: plain safetensors checkpoints (F32/F16/BF16), quantized on load with
 //!   [`QuantizedWeights::quantize`].
+//! - [`llama`]: walking a llama-family model: which tensors are linear layers and of which kind,
+//!   all of them converted, the norm vectors and the attention geometry ([`LlamaModel`]).
 //! - [`model`]: the real test model (SmolLM2-135M-Instruct, GGUF Q4_1) and llama hyper-parameters.
 //!
 //! ```no_run
@@ -27,12 +29,14 @@ pub mod convert;
 pub mod error;
 pub mod ggml;
 pub mod gguf;
+pub mod llama;
 pub mod model;
 
 pub use checkpoint::{SafetensorsFile, SafetensorsInfo};
-pub use convert::{spec_for, to_quantized, to_quantized_as};
+pub use convert::{check_declaration, spec_for, to_quantized, to_quantized_as};
 pub use error::{Error, Result};
 pub use ggml::ggml_dequantize;
 pub use gguf::{GgmlType, GgufFile, GgufTensor, MetaValue, TensorInfo};
 pub use humming_runtime::{QuantizedWeights, ZeroPoints};
+pub use llama::{LinearKind, LinearLayer, LlamaModel};
 pub use model::{LlamaParams, smollm2_gguf_path};
