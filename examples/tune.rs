@@ -1,7 +1,7 @@
 //! Tile exploration: times one weight format under several tile configurations (compiled at run time
 //! with NVRTC) on the given shapes, by CUDA-graph replay with weights rotated through more memory than
-//! the L2 cache. A development tool for choosing the default tiles; `examples/bench.rs` is the
-//! benchmark that compares against cuBLAS and humming-kernels.
+//! the L2 cache (`common::timing::replay`). A development tool for choosing the default tiles;
+//! `examples/bench.rs` is the benchmark that compares against cuBLAS and humming-kernels.
 //!
 //! ```text
 //! cargo run --release --example tune -- --format "a: f16, b: i4, scale: group(128)" \
@@ -14,12 +14,10 @@ use humming::cuda::{self, DependentTrigger, Gemm, KReduction, LaunchOptions, Red
 use humming::quant::QuantizedWeights;
 use humming::spec::parse_kernel_str;
 use std::num::NonZeroUsize;
-use std::sync::Arc;
 
-#[path = "common/timing.rs"]
-mod timing;
-use cudarc::driver::CudaStream;
-use timing::{Res, capture, copy_bandwidth, event_flags};
+mod common;
+use common::host::{quantize_parallel, random_matrix, to_elements};
+use common::timing::{Res, copy_bandwidth, replay};
 
 #[derive(Parser)]
 struct Args {
@@ -71,17 +69,6 @@ fn parse_list<T: std::str::FromStr>(s: &str) -> Vec<T> {
         .filter(|x| !x.is_empty())
         .filter_map(|x| x.trim().parse().ok())
         .collect()
-}
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
 }
 
 /// The `tiles:` field of each `--tiles` entry (`bm,bn,bk,stages[,warp_m]` or
@@ -160,15 +147,14 @@ fn main() -> Res<()> {
     unsafe { ctx.disable_event_tracking() };
     let bw = copy_bandwidth(&stream, 1 << 30)?;
     println!("copy bandwidth {:.2} TB/s (read + write)", bw / 1e12);
-    let mut rng = Lcg(7);
-    for shape in args.shapes.split(',') {
+    for (si, shape) in args.shapes.split(',').enumerate() {
         let Some((n, k)) = shape.split_once('x') else {
             continue;
         };
         let (n, k): (usize, usize) = (n.parse()?, k.parse()?);
         let base = parse_kernel_str(&args.format)?;
-        let w: Vec<f32> = (0..n * k).map(|_| 0.02 * rng.next()).collect();
-        let q = QuantizedWeights::quantize(&base, n, k, &w)?;
+        let w = random_matrix(n, k, (si as u64 + 1) << 40, true);
+        let q = quantize_parallel(&base, n, k, &w)?;
         let packed = q.pack()?;
         let wbytes = packed.b.len() + 2 * packed.scales.len() + 2 * packed.zeros.len();
         let copies = (512usize << 20).div_ceil(wbytes).clamp(2, 16);
@@ -216,15 +202,13 @@ fn main() -> Res<()> {
                         ..base_options
                     });
                     launcher.reserve(m, n, k)?;
-                    let a = stream.clone_htod(
-                        &(0..m * k)
-                            .map(|_| f16::from_f32(rng.next()))
-                            .collect::<Vec<_>>(),
-                    )?;
+                    let a_host = random_matrix(m, k, (si as u64 + 1) << 48, false);
+                    let a = stream.clone_htod(&to_elements::<f16>(&a_host))?;
                     let mut c = stream.alloc_zeros::<f16>(m * n)?;
-                    let us = graph_time_us(&stream, 20, |i| {
-                        Ok(launcher.run(&a, m, &dws[i % copies], None, &mut c)?)
-                    })?;
+                    let us = replay(&stream, 20, copies, 15, |i| {
+                        Ok(launcher.run(&a, m, &dws[i], None, &mut c)?)
+                    })?
+                    .median();
                     let floor = (wbytes + 2 * m * k + 2 * m * n) as f64 / bw * 1e6;
                     let plan = launcher.plan(m, n, k);
                     let (t, splits) = (plan.tile, plan.splits);
@@ -244,28 +228,4 @@ fn main() -> Res<()> {
         }
     }
     Ok(())
-}
-
-/// Median microseconds per launch over 15 replays of a graph of `reps` launches.
-fn graph_time_us(
-    stream: &Arc<CudaStream>,
-    reps: usize,
-    mut launch: impl FnMut(usize) -> Res<()>,
-) -> Res<f64> {
-    for i in 0..3 {
-        launch(i)?;
-    }
-    stream.synchronize()?;
-    let graph = capture(stream, reps, reps, &mut launch)?;
-    graph.launch()?;
-    stream.synchronize()?;
-    let mut ts = Vec::new();
-    for _ in 0..15 {
-        let e0 = stream.record_event(event_flags())?;
-        graph.launch()?;
-        let e1 = stream.record_event(event_flags())?;
-        ts.push(f64::from(e0.elapsed_ms(&e1)?) * 1e3 / reps as f64);
-    }
-    ts.sort_by(f64::total_cmp);
-    Ok(ts[ts.len() / 2])
 }

@@ -1,0 +1,23 @@
+//! Code the examples share, kept out of their files so that each reads as a use of humming:
+//!
+//! - [`timing`]: copy bandwidth, CUDA-event timing, CUDA-graph replay over rotated buffers;
+//! - [`table`]: fixed-width text tables;
+//! - [`plot`]: SVG charts of time against M;
+//! - [`host`]: seeded random matrices and parallel quantization;
+//! - [`device`]: rotating copies of packed weights, cuBLAS on unquantized weights;
+//! - [`bench_report`]: the benchmark's JSON, table, charts and merge with humming-kernels;
+//! - [`gguf_tokenizer`]: a `tokenizers` tokenizer from a GGUF file's vocabulary;
+//! - [`llama_block`]: llama's host steps (RMSNorm, RoPE, attention, SiLU-GLU) and the check of one
+//!   block end to end.
+
+// Each example uses a part of these modules.
+#![allow(dead_code)]
+
+pub mod bench_report;
+pub mod device;
+pub mod gguf_tokenizer;
+pub mod host;
+pub mod llama_block;
+pub mod plot;
+pub mod table;
+pub mod timing;
