@@ -591,3 +591,130 @@ fn several_row_blocks_take_the_tile_of_least_work_per_sm() {
     assert_eq!(wave_work(&c(0, 0, 1, 132), &big, 4096, 132), 0);
     assert_eq!(wave_work(&c(0, 5, 1, 0), &big, 4096, 0), 0);
 }
+
+/// The loaded tiles of a kernel as the planner sees them on an H200-like device (occupancy from the
+/// register and shared-memory model, every cluster size resident).
+fn tile_infos(s: &KernelSpec) -> Vec<humming_runtime::cuda::TileInfo> {
+    use humming_runtime::spec::resources::{atomic_split_k, min_blocks_per_sm, staged_epilogue};
+    humming_runtime::spec::tiles::tiles_of(s)
+        .into_iter()
+        .map(|t| humming_runtime::cuda::TileInfo {
+            tile: t,
+            ctas_per_sm: min_blocks_per_sm(s, &t) as usize,
+            staged: staged_epilogue(s, &t),
+            atomic: atomic_split_k(s, &t),
+            max_clusters: [132; 9],
+        })
+        .collect()
+}
+
+/// One LaunchPlan per launch: tile, splits, how they are summed and the buffers that takes.
+#[test]
+fn launch_plans() {
+    use humming_runtime::cuda::plan::{DeviceInfo, plan_launch};
+    use humming_runtime::cuda::{DependentTrigger, KReduction, LaunchOptions, Reduction, SplitK};
+    use std::num::NonZeroUsize;
+    let s = spec("a: f16, b: i4, scale: group(128)");
+    let tiles = tile_infos(&s);
+    let h200 = DeviceInfo {
+        sms: 132,
+        capability: 90,
+    };
+    let auto = LaunchOptions::default();
+    let plan = |o: &LaunchOptions, m, n, k| plan_launch(&tiles, &h200, o, (m, n, k));
+
+    // M = 1, 8192 x 8192: the 8-row tile, 64 output tiles x 4 splits = 256 CTAs, more than the SMs:
+    // atomics into one f32 accumulator tile per output tile, no partials.
+    let p = plan(&auto, 1, 8192, 8192);
+    assert_eq!((p.tile.block_m, p.splits, p.ctas), (8, 4, 256));
+    assert_eq!(p.reduction, KReduction::Atomic);
+    assert_eq!(
+        (p.workspace_floats, p.accumulator_floats, p.tickets),
+        (0, 64 * 8 * 128, 64)
+    );
+    assert!(p.programmatic && p.stream_k.is_none());
+    // Deterministic: the partials of every split, summed in order.
+    let det = LaunchOptions {
+        reduction: Reduction::Deterministic,
+        ..auto
+    };
+    let p = plan(&det, 1, 8192, 8192);
+    assert_eq!(p.reduction, KReduction::Ordered);
+    assert_eq!(
+        (p.workspace_floats, p.accumulator_floats, p.tickets),
+        (4 * 64 * 8 * 128, 0, 64)
+    );
+    // 4096 x 4096: 32 tiles x 4 splits, one wave of single CTAs: ordered.
+    let p = plan(&auto, 1, 4096, 4096);
+    assert_eq!((p.splits, p.reduction), (4, KReduction::Ordered));
+    // Not on compute capability 8.x (where the 8-row tile's atomics were not measured).
+    let a100 = DeviceInfo {
+        sms: 108,
+        capability: 80,
+    };
+    let p = plan_launch(&tiles, &a100, &auto, (1, 8192, 8192));
+    assert_ne!(p.reduction, KReduction::Atomic);
+    assert!(!p.programmatic);
+    // No split: nothing to sum, no buffers.
+    let off = LaunchOptions {
+        split_k: SplitK::Off,
+        ..auto
+    };
+    let p = plan(&off, 1, 8192, 8192);
+    assert_eq!((p.splits, p.reduction, p.tickets), (1, KReduction::None, 0));
+    // Pinned splits, clamped to the K steps (4096 / 256 = 16).
+    let fixed = |n| LaunchOptions {
+        split_k: SplitK::Fixed(NonZeroUsize::new(n).unwrap()),
+        ..auto
+    };
+    assert_eq!(plan(&fixed(3), 1, 576, 4096).splits, 3);
+    assert_eq!(plan(&fixed(40), 1, 576, 4096).splits, 16);
+    // Stream-K on the 8-row tile: ordered in K order, at least two CTAs.
+    let sk = LaunchOptions {
+        stream_k: NonZeroUsize::new(100),
+        ..auto
+    };
+    let p = plan(&sk, 1, 8192, 8192);
+    assert_eq!(p.stream_k, Some(100));
+    assert_eq!(p.reduction, KReduction::Ordered);
+    assert_eq!(p.ctas, 100);
+    // M = 64 on a wgmma tile with K splits: atomic; deterministic ones go to a cluster where all fit.
+    let p = plan(&auto, 64, 8192, 8192);
+    assert_eq!(p.tile.mma, Mma::Wgmma);
+    if p.splits > 1 {
+        assert_eq!(p.reduction, KReduction::Atomic);
+        let q = plan(&det, 64, 8192, 8192);
+        assert!(matches!(
+            q.reduction,
+            KReduction::Cluster | KReduction::Ordered
+        ));
+    }
+    // bf16 C, a bias and a fused epilogue keep the ordered reduction.
+    for other in [
+        "a: bf16, b: i4, scale: group(128)",
+        "a: f16, b: i4, scale: group(128), bias: true",
+        "a: f16, b: i4, scale: group(128), epilogue: gelu",
+    ] {
+        let t = tile_infos(&spec(other));
+        let p = plan_launch(&t, &h200, &auto, (1, 8192, 8192));
+        assert_eq!(p.reduction, KReduction::Ordered, "{other}");
+    }
+    // The dependent trigger: at the start for the two-CTA 16-row tile of a launch of more CTAs than
+    // SMs, after the main loop otherwise, as asked when pinned, never without programmatic launch.
+    let p = plan(&auto, 16, 8192, 8192);
+    assert_eq!((p.tile.block_m, p.tile.ctas_per_sm), (16, 2));
+    assert!(p.early_trigger);
+    assert!(!plan(&auto, 1, 4096, 4096).early_trigger);
+    let late = LaunchOptions {
+        dependent_trigger: DependentTrigger::AfterMainLoop,
+        ..auto
+    };
+    assert!(!plan(&late, 16, 8192, 8192).early_trigger);
+    let no_pdl = LaunchOptions {
+        programmatic_launch: false,
+        dependent_trigger: DependentTrigger::AtStart,
+        ..auto
+    };
+    let p = plan(&no_pdl, 16, 8192, 8192);
+    assert!(!p.programmatic && !p.early_trigger);
+}

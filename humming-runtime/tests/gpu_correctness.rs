@@ -743,24 +743,17 @@ fn gpu_stream_k() {
     println!("{name}: {cases} stream-K cases passed, worst relative error {worst:.3e}");
 }
 
-/// Split-K by f16 atomic additions into C (the default; `Gemm::set_deterministic(true)` turns it off).
-/// The default 8-row `mma.sync` tile adds with atomics only on compute capability 9.x and where its
-/// launch has more CTAs than SMs: with 2, 3, 5 and 8 splits, M = 1, 5, 8 and 13 (two row tiles),
-/// N = 576 (the last tile half past N), K = 2304 and 4096, group scales with and without integer zero
-/// points, channel scales, a 3-bit float-offset format and a bias (at most 80 CTAs: on the H200
-/// deterministic), two launches give the same bits (`run_case`) and match the f64 reference; at
-/// N = 8192 with 2 / 3 / 5 splits (128 / 192 / 320 CTAs) the launches of more CTAs than SMs go
-/// through `check_atomic_case`, the others through `run_case`. On sm_90a, four staged wgmma
-/// tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at M = 200 at one and
-/// at two CTAs per SM: two row tiles, the second partial) add from the staged epilogue with 16-byte
-/// vector atomics, cluster sums off: every row of both launches of each case against the reference
-/// (the second finds the tiles' lock words back at 0, brought there by the shares the first launch's
-/// splits added: a word left at 2 or more would make nobody zero C, which keeps the poison, one left
-/// at 1 would hang the launch; the deterministic launch at the end counts its split-K tickets on the
-/// same words), C
-/// 4 bytes past a 16-byte boundary (f16x2 atomics), the zeroing claimed by the first split to end
-/// (`set_atomic_start_claim(false)`), then deterministic (other bits: proof the atomics ran); and
-/// with a bias, which keeps the workspace path.
+/// Split-K by atomic additions (the default, `Reduction::Auto`): the K splits add their f32 partials
+/// into each output tile's f32 accumulator and the last writes C. The default 8-row `mma.sync` tile
+/// adds with atomics only on compute capability 9.x and where its launch has more CTAs than SMs: with
+/// 2, 3, 5 and 8 splits, M = 1, 5, 8 and 13 (two row tiles), N = 576 (the last tile half past N),
+/// K = 2304 and 4096, group scales with and without integer zero points, channel scales, a 3-bit
+/// float-offset format and a bias (at most 80 CTAs: on the H200 ordered), two launches match the f64
+/// reference (`run_case`); at N = 8192 with 2 / 3 / 5 splits (128 / 192 / 320 CTAs) the launches of
+/// more CTAs than SMs go through `check_atomic_case`, the others through `run_case`. On sm_90a, four
+/// staged wgmma tiles ((32, 256, 128) at M = 29, (128, 128, 128) at M = 128, (128, 128, 64) at
+/// M = 200 at one and at two CTAs per SM: two row tiles, the second partial), cluster sums off, go
+/// through `check_atomic_case`, and the same with a bias (ordered) through `run_case`.
 #[test]
 fn gpu_atomic_split_k() {
     let name = "gpu_atomic_split_k";
@@ -797,7 +790,13 @@ fn gpu_atomic_split_k() {
     // launch has fewer or more CTAs than the GPU's SMs (132 on the H200), also more than two per SM
     // (more than one wave of resident CTAs). The late zeroing path (a split that ends before split 0
     // has claimed C) is check_atomic_case's run without the start claim.
-    type Plan<'a> = (&'a [(u32, Zp, u32, bool)], usize, &'a [usize], &'a [usize], &'a [usize]);
+    type Plan<'a> = (
+        &'a [(u32, Zp, u32, bool)],
+        usize,
+        &'a [usize],
+        &'a [usize],
+        &'a [usize],
+    );
     let plans: [Plan; 2] = [
         (&formats, 576, &[2304, 4096], ms, splits_list),
         (
@@ -875,37 +874,23 @@ fn gpu_atomic_split_k() {
             let mut gemm =
                 Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma", sp).expect("compile");
             set_options(&mut gemm, |o| o.cluster_reduction = false);
-            // A bias keeps the workspace path (C is not linear in each split's partial).
+            // A bias keeps the ordered reduction.
             let sp_bias = spec_for("f16", 4, Zp::Integer, 128, true, &extra);
             let mut gemm_bias = Gemm::<f16, f16>::compile(&stream, "atomic_c_wgmma_bias", sp_bias)
                 .expect("compile");
+            set_options(&mut gemm_bias, |o| o.cluster_reduction = false);
             let (n, k) = (576, 4096);
-            let wf = random_weights(&mut rng, n, k);
-            let w = QuantizedWeights::quantize(&sp, n, k, &wf).expect("quantize");
-            let w_ref = w.dequantize();
-            let dw = gemm.upload(&w).expect("upload weights");
-            let w_bias = QuantizedWeights::quantize(&sp_bias, n, k, &wf).expect("quantize");
-            let w_bias_ref = w_bias.dequantize();
-            let dw_bias = gemm_bias.upload(&w_bias).expect("upload weights");
+            let (w, w_ref, dw) = random_uploaded(&mut rng, &sp, &gemm, n, k);
+            let (w_bias, w_bias_ref, dw_bias) =
+                random_uploaded(&mut rng, &sp_bias, &gemm_bias, n, k);
             for &splits in splits_list {
                 set_options(&mut gemm, |o| o.split_k = fixed(splits));
-                set_options(&mut gemm, |o| o.reduction = reduction(false));
-                assert_eq!(
-                    gemm.plan(m, n, k).reduction,
-                    KReduction::Atomic,
-                    "{tile} M={m} splits={splits}"
-                );
-                assert_ne!(
-                    gemm.plan(m, n, k).reduction,
-                    KReduction::Cluster,
-                    "{tile} M={m} splits={splits}"
-                );
                 set_options(&mut gemm_bias, |o| o.split_k = fixed(splits));
                 let label = format!("{tile} M={m} K={k} splits={splits} bias");
-                assert_ne!(
+                assert_eq!(
                     gemm_bias.plan(m, n, k).reduction,
-                    KReduction::Atomic,
-                    "{label}: atomic"
+                    KReduction::Ordered,
+                    "{label}"
                 );
                 let (e, _) = run_case(
                     &stream,
@@ -924,18 +909,113 @@ fn gpu_atomic_split_k() {
                     &stream, &mut gemm, &w, &w_ref, &dw, m, splits, &mut rng, &label,
                 );
                 worst = worst.max(e);
-                cases += 1;
+                cases += 2;
             }
         }
     }
     println!("{name}: {cases} cases passed, worst relative error {worst:.3e}");
 }
 
+/// The default reduction never turns a representable result into inf: K halves that cancel, each
+/// split's partial 100352 (beyond f16's 65504) and the sum 6.125. W4A16 g128 with every weight
+/// 7 x 0.875 = 6.125 and A = +8 over the first half of K, -8 over the second (one element -7 per
+/// row, so that the result is one weight; every partial sum an integer, exact in f32), two K splits
+/// (one per half): the 8-row tile at
+/// N = 16384 (256 CTAs, atomic on compute capability 9.x) and the (32, 256, 128) wgmma tile on
+/// sm_90a (atomic), default and deterministic; every element finite and within tolerance of the
+/// f64 reference, every row of poisoned C checked.
+#[test]
+fn gpu_split_k_partials_beyond_f16() {
+    let name = "gpu_split_k_partials_beyond_f16";
+    let Some(stream) = gpu_or_skip(name) else {
+        return;
+    };
+    let sm90 = stream.context().compute_capability().ok() == Some((9, 0));
+    let k = 4096;
+    let mut cases = vec![(
+        "(8, 128, 256), warp = (8, 64, 64), stages = 3, ctas_per_sm = 2",
+        5,
+        16384,
+        "",
+    )];
+    if sm90 {
+        cases.push((
+            "(32, 256, 128), warp = (32, 64, 64), stages = 4, mma = wgmma",
+            29,
+            576,
+            ", arch: [sm_90a]",
+        ));
+    }
+    for (tile, m, n, arch) in cases {
+        let fields =
+            format!("a: f16, b: i4, scale: group(128){arch}, tiles: [tile(block = {tile})]");
+        let sp = spec::parse_kernel_str(&fields).expect("spec");
+        let mut gemm = Gemm::<f16, f16>::compile(&stream, "cancel", sp).expect("compile");
+        let groups = k / 128;
+        let w = QuantizedWeights::from_parts(
+            &sp,
+            n,
+            k,
+            vec![7; n * k],
+            vec![0.875; groups * n],
+            humming_runtime::ZeroPoints::None,
+        )
+        .expect("weights");
+        let dw = gemm.upload(&w).expect("upload weights");
+        let a_host: Vec<f16> = (0..m * k)
+            .map(|i| {
+                let (row, col) = (i / k, i % k);
+                let v = match col {
+                    c if c < k / 2 => 8.0,
+                    c if c == k / 2 + row => -7.0,
+                    _ => -8.0,
+                };
+                f16::from_f32(v)
+            })
+            .collect();
+        let a_ref: Vec<f64> = a_host.iter().map(|v| v.to_f64()).collect();
+        let want = humming_runtime::reference_gemm(&w, &a_ref, m, None).expect("reference");
+        let a = stream.clone_htod(&a_host).expect("upload A");
+        for deterministic in [false, true] {
+            set_options(&mut gemm, |o| {
+                o.split_k = fixed(2);
+                o.reduction = reduction(deterministic);
+            });
+            let plan = gemm.plan(m, n, k);
+            let label = format!("{tile} M={m} N={n} deterministic={deterministic} ({plan:?})");
+            assert_eq!(plan.splits, 2, "{label}");
+            if sm90 && !deterministic {
+                assert_eq!(plan.reduction, KReduction::Atomic, "{label}");
+            }
+            let mut c = stream
+                .clone_htod(&vec![f16::from_bits(POISON); m * n])
+                .expect("upload C");
+            gemm.run(&a, m, &dw, None, &mut c)
+                .unwrap_or_else(|e| panic!("{label}: launch: {e}"));
+            let got: Vec<f64> = stream
+                .clone_dtoh(&c)
+                .expect("download C")
+                .iter()
+                .map(|v| v.to_f64())
+                .collect();
+            for (i, (&g, &r)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    r == 6.125 && g == r,
+                    "{label}: C[{}, {}] = {g}, reference {r}",
+                    i / n,
+                    i % n
+                );
+            }
+        }
+    }
+    println!("{name}: passed");
+}
+
 /// One atomic split-K case of `gemm` (its launch of `m` rows in `splits` K splits must add them with
-/// atomics; leaves the gemm in that mode): every row against the reference, C at 4 bytes past a 16-byte
-/// boundary (the f16x2 atomics instead of the 16-byte ones), split 0 without its start claim (the
-/// first split to end zeroes C), and the deterministic launch of the same inputs, whose bits must
-/// differ somewhere (the atomics really added in f16). Returns the atomic launch's error.
+/// atomics): every row of two launches against the reference (the second finds the accumulators and
+/// tickets the first left at zero: a non-zero tile would add the first launch's sums into the
+/// second's), C 4 bytes past a 16-byte boundary (4-byte stores), and the deterministic launch of the
+/// same inputs. Returns the atomic launch's error.
 #[allow(clippy::too_many_arguments)]
 fn check_atomic_case(
     stream: &Arc<cudarc::driver::CudaStream>,
@@ -949,26 +1029,25 @@ fn check_atomic_case(
     label: &str,
 ) -> f64 {
     let (n, k) = (w.n(), w.k());
-    assert_eq!(
-        gemm.plan(m, n, k).reduction,
-        KReduction::Atomic,
-        "{label}: not atomic"
-    );
+    let plan = gemm.plan(m, n, k);
+    assert_eq!(plan.reduction, KReduction::Atomic, "{label}: not atomic");
+    assert_eq!(plan.splits, splits, "{label}: splits");
     let every = CaseOpts {
         all_rows: true,
         ..CaseOpts::default()
     };
-    let run = |opts: CaseOpts, label: &str| {
-        let mut r = rng.clone(); // the same A in every run of the case
+    let a_seed = rng.clone(); // the same A in every run of the case
+    let run = |gemm: &Gemm<f16, f16>, opts: CaseOpts, label: &str| {
+        let mut r = a_seed.clone();
         run_case(stream, gemm, w, w_ref, dw, m, &mut r, label, opts)
     };
-    let (e, bits) = run(every, label);
+    let (e, _) = run(gemm, every, label);
     assert!(e <= 1e-2, "{label}: relative error {e:.3e}");
     let odd = CaseOpts {
         c_offset: 2,
         ..every
     };
-    let (e_odd, _) = run(odd, label);
+    let (e_odd, _) = run(gemm, odd, label);
     assert!(
         e_odd <= 1e-2,
         "{label} (C at +4 bytes): relative error {e_odd:.3e}"
@@ -979,41 +1058,13 @@ fn check_atomic_case(
         KReduction::Atomic,
         "{label}: deterministic"
     );
-    let mut r = rng.clone();
-    let (e_det, bits_det) = run_case(stream, gemm, w, w_ref, dw, m, &mut r, label, every);
+    let (e_det, _) = run(gemm, every, label);
     set_options(gemm, |o| o.reduction = reduction(false));
     assert!(
         e_det <= 1e-2,
         "{label} (deterministic): relative error {e_det:.3e}"
     );
-    // Two f16 roundings per split: among thousands of outputs some differ from the f32 sums of the
-    // workspace path.
-    assert_ne!(
-        bits, bits_det,
-        "{label}: the atomic launch gave the workspace path's bits"
-    );
-    // Element by element, the atomic sums stay within a few f16 roundings per split of the
-    // deterministic ones (the relative error over all of C above could hide one lost or doubled
-    // split's 16 bytes; that would move those elements by about a split's share, far beyond this).
-    let det: Vec<f64> = bits_det
-        .iter()
-        .map(|&b| f16::from_bits(b).to_f64())
-        .collect();
-    let scale = det.iter().fold(0f64, |a, v| a.max(v.abs()));
-    // Each split: its partial rounded to f16, then the sum (2^-11 each, relative); the workspace path
-    // rounds once. Partials and running sums stay within C's largest magnitude here (random data,
-    // no cancellation to speak of); twice that for margin.
-    let tol = 2.0 * (2 * splits + 1) as f64 * scale * 2f64.powi(-11);
-    for (i, (&b, &d)) in bits.iter().zip(&det).enumerate() {
-        let v = f16::from_bits(b).to_f64();
-        assert!(
-            (v - d).abs() <= tol,
-            "{label}: C[{}, {}] = {v} with atomics, {d} deterministic (tolerance {tol:.3e})",
-            i / n,
-            i % n
-        );
-    }
-    let _ = rng.below(2); // fresh inputs for the next case
+    *rng = Rng::new(rng.next_u64()); // fresh inputs for the next case
     e
 }
 

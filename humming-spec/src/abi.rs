@@ -87,7 +87,9 @@ params_struct! {
         bias: u64 => "const void*",
         /// C `[M, ldc]`, row-major.
         c: u64 => "void*",
-        /// f32 partial tiles of the K splits, `[splits][tiles][BM * BN]`; unused without splits.
+        /// f32 partial tiles of the K splits, `[splits][tiles][BM * BN]`; with `FLAG_ATOMIC_C` one
+        /// accumulator tile per output tile, `[tiles][BM * BN]`, zero before the launch and after it;
+        /// unused without splits.
         workspace: u64 => "float*",
         /// One word per output tile, zero before the launch; the kernel leaves them zero.
         locks: u64 => "int*",
@@ -117,11 +119,10 @@ constants! {
     FLAG_CLUSTER_SPLIT_K: i32 = 2 => "kFlagClusterSplitK";
     /// Flag: stream-K; a 1-D grid of G CTAs takes equal ranges of the launch's tiles x K steps.
     FLAG_STREAM_K: i32 = 4 => "kFlagStreamK";
-    /// Flag: K splits are added into C with atomics (not with stream-K or a cluster).
+    /// Flag: the K splits of each output tile add their f32 partials into the tile's zero-kept f32
+    /// accumulator (`workspace`) with atomics and the last one writes C (not with stream-K or a
+    /// cluster).
     FLAG_ATOMIC_C: i32 = 8 => "kFlagAtomicC";
-    /// Flag, with `FLAG_ATOMIC_C`: split 0 does not claim the zeroing of C at its start (a test of
-    /// the path taken when split 0 starts late).
-    FLAG_ATOMIC_NO_START_CLAIM: i32 = 16 => "kFlagAtomicNoStartClaim";
     /// Most K splits of one output tile that reduce in a thread-block cluster (the portable cluster
     /// size of sm_90).
     MAX_CLUSTER_SPLITS: u32 = 8 => "kMaxClusterSplits";
@@ -133,7 +134,7 @@ constants! {
     /// function of address bits 4-9, so every A tile starts on this boundary.
     WGMMA_STAGE_ALIGN: u32 = 1024 => "kStageAlign";
     /// Static shared memory of every kernel, in bytes, beside its dynamic shared memory: the stages'
-    /// mbarriers and the split-K flags.
+    /// mbarriers and the split-K ticket's flag.
     STATIC_SMEM_BYTES: u32 = 128 => "kStaticSmemBytes";
     /// Bits of A in one mma K step: a scale group spans a whole number of steps, so a group size is a
     /// multiple of `MMA_K_BITS / bits(A)` (16 for 16-bit activations).

@@ -104,11 +104,13 @@ pub fn staged_epilogue(spec: &KernelSpec, t: &TileConfig) -> bool {
     t.mma == Mma::Wgmma && f32_tile_fits(spec, t)
 }
 
-/// Whether a tile's kernel can add its K splits into C with atomics (the CUDA side's `kAtomicC`,
-/// honoured when the runtime sets [`crate::abi::FLAG_ATOMIC_C`]): a tile with the
-/// [`staged_epilogue`], or the 8-row `mma.sync` tile whose f32 tile fits (the same epilogue stages
-/// it), in a kernel with f16 C, no bias and no epilogue, so that C is linear in each split's
-/// partial. Not the 16-row tiles: the atomics' registers made ptxas spill in their main loop.
+/// Whether a tile's kernel can add its K splits with atomics (the CUDA side's `kAtomicC`, honoured when
+/// the runtime sets [`crate::abi::FLAG_ATOMIC_C`]): a tile with the [`staged_epilogue`], or the 8-row
+/// `mma.sync` tile whose f32 tile fits (the same epilogue stages it), in a kernel with f16 C, no bias
+/// and no epilogue. (The splits add f32 partials and the last runs the epilogue, so bf16 C, a bias or
+/// an activation would work too; they keep the ordered reduction because the atomic tail's code
+/// lengthens their 8-row main loops, a trade not measured yet.) Not the 16-row tiles: the atomics'
+/// code made ptxas spill in their main loop.
 pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
     let staged_8_rows = t.mma == Mma::Sync && t.block_m == 8 && f32_tile_fits(spec, t);
     (staged_epilogue(spec, t) || staged_8_rows)

@@ -530,10 +530,10 @@ fn check_spec_applies_the_declaration_rules() {
 }
 
 /// Atomic split-K (`resources::atomic_split_k`, the CUDA side's `kAtomicC`): exactly the staged
-/// `wgmma` tiles and the 8-row `mma.sync` tiles of a kernel with f16 C, no bias and no epilogue;
-/// never an `mma.sync` tile of more rows.
+/// `wgmma` tiles and the 8-row `mma.sync` tiles whose f32 tile fits, of kernels with f16 C, no bias
+/// and no epilogue; never an `mma.sync` tile of more rows.
 #[test]
-fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles_of_linear_f16_kernels() {
+fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles() {
     use humming_spec::resources::{atomic_split_k, staged_epilogue};
     let w4a16 = spec("a: f16, b: u4, scale: group(128), arch: [sm_90a]");
     let tiles = tiles_of(&w4a16);

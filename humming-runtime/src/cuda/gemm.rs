@@ -39,14 +39,36 @@ struct LoadedTile {
     smem: u32,
 }
 
-/// Split-K buffers of a [`Gemm`]. Retired buffers are kept until the `Gemm` is dropped, so that CUDA
-/// graphs captured earlier stay valid.
+/// Split-K buffers of a [`Gemm`]: the ordered reduction's partials, the atomic reduction's accumulator
+/// (zero between launches) and the tickets (zero between launches). Retired buffers are kept until the
+/// `Gemm` is dropped, so that CUDA graphs captured earlier stay valid.
 #[derive(Default)]
 struct Workspace {
     partials: Option<CudaSlice<f32>>,
+    accumulator: Option<CudaSlice<f32>>,
     tickets: Option<CudaSlice<i32>>,
     retired_f32: Vec<CudaSlice<f32>>,
     retired_i32: Vec<CudaSlice<i32>>,
+}
+
+/// Makes `slot` a zeroed buffer of at least `len` elements (at least `min`), retiring the old one.
+fn grow<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    slot: &mut Option<CudaSlice<T>>,
+    retired: &mut Vec<CudaSlice<T>>,
+    len: usize,
+    min: usize,
+    what: &'static str,
+) -> Result<()> {
+    if len > 0 && slot.as_ref().is_none_or(|b| b.len() < len) {
+        let b = stream
+            .alloc_zeros::<T>(len.max(min))
+            .map_err(driver_err(what))?;
+        if let Some(old) = slot.replace(b) {
+            retired.push(old);
+        }
+    }
+    Ok(())
 }
 
 /// A loaded quantized GEMM: `C[M, N] = epilogue(A[M, K] · dequant(B)[N, K]ᵀ · channel scale + bias)`.
@@ -418,45 +440,55 @@ impl<A: Element, C: Element> Gemm<A, C> {
         self.tiles.iter().map(|t| t.info)
     }
 
-    /// Device pointers of a workspace of at least `floats` partials and `tickets` tickets, growing it
-    /// if needed (0, 0 where none is needed).
-    fn workspace_ptrs(&self, floats: usize, tickets: usize) -> Result<(u64, u64)> {
-        if floats == 0 && tickets == 0 {
-            return Ok((0, 0));
+    /// Device pointers of the split-K buffers a plan needs (partials, accumulator, tickets; 0 for
+    /// each it does not need), growing them if needed.
+    fn workspace_ptrs(&self, plan: &LaunchPlan) -> Result<(u64, u64, u64)> {
+        if plan.workspace_floats == 0 && plan.accumulator_floats == 0 && plan.tickets == 0 {
+            return Ok((0, 0, 0));
         }
-        let mut ws = self.workspace.lock().map_err(|_| {
+        let mut guard = self.workspace.lock().map_err(|_| {
             invalid(
                 "workspace",
                 "the split-K workspace lock was poisoned by a panic",
             )
         })?;
-        if ws.partials.as_ref().is_none_or(|p| p.len() < floats) {
-            let p = self
-                .stream
-                .alloc_zeros::<f32>(floats.max(1 << 16))
-                .map_err(driver_err("allocating the split-K workspace"))?;
-            if let Some(old) = ws.partials.replace(p) {
-                ws.retired_f32.push(old);
-            }
-        }
-        if ws.tickets.as_ref().is_none_or(|l| l.len() < tickets) {
-            let l = self
-                .stream
-                .alloc_zeros::<i32>(tickets.max(4096))
-                .map_err(driver_err("allocating split-K tickets"))?;
-            if let Some(old) = ws.tickets.replace(l) {
-                ws.retired_i32.push(old);
-            }
-        }
-        let (Some(p), Some(l)) = (&ws.partials, &ws.tickets) else {
-            return Err(invalid(
-                "workspace",
-                "split-K workspace missing after allocation",
-            ));
+        let ws = &mut *guard;
+        let s = &self.stream;
+        grow(
+            s,
+            &mut ws.partials,
+            &mut ws.retired_f32,
+            plan.workspace_floats,
+            1 << 16,
+            "allocating the split-K workspace",
+        )?;
+        grow(
+            s,
+            &mut ws.accumulator,
+            &mut ws.retired_f32,
+            plan.accumulator_floats,
+            1 << 16,
+            "allocating the split-K accumulator",
+        )?;
+        grow(
+            s,
+            &mut ws.tickets,
+            &mut ws.retired_i32,
+            plan.tickets,
+            4096,
+            "allocating split-K tickets",
+        )?;
+        let ptr = |b: &Option<CudaSlice<f32>>, need: usize| match b {
+            Some(b) if need > 0 => b.device_ptr(s).0,
+            _ => 0,
         };
-        let (pp, _r1) = p.device_ptr(&self.stream);
-        let (lp, _r2) = l.device_ptr(&self.stream);
-        Ok((pp, lp))
+        let partials = ptr(&ws.partials, plan.workspace_floats);
+        let accumulator = ptr(&ws.accumulator, plan.accumulator_floats);
+        let tickets = match &ws.tickets {
+            Some(t) if plan.tickets > 0 => t.device_ptr(s).0,
+            _ => 0,
+        };
+        Ok((partials, accumulator, tickets))
     }
 }
 
@@ -472,7 +504,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
         let g = self.gemm;
         let infos: Vec<TileInfo> = g.tile_infos().collect();
-        plan_launch(&g.spec, &infos, &g.device, &self.options, (m, n, k))
+        plan_launch(&infos, &g.device, &self.options, (m, n, k))
     }
 
     /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
@@ -493,13 +525,14 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             cluster_reduction: false,
             ..self.options
         };
-        let (mut floats, mut tickets) = (0, 0);
-        for m in 1..=max_m.max(1) {
-            let p = plan_launch(&g.spec, &infos, &g.device, &options, (m, n, k));
-            floats = floats.max(p.workspace_floats);
-            tickets = tickets.max(p.tickets);
+        let mut need = plan_launch(&infos, &g.device, &options, (1, n, k));
+        for m in 2..=max_m.max(1) {
+            let p = plan_launch(&infos, &g.device, &options, (m, n, k));
+            need.workspace_floats = need.workspace_floats.max(p.workspace_floats);
+            need.accumulator_floats = need.accumulator_floats.max(p.accumulator_floats);
+            need.tickets = need.tickets.max(p.tickets);
         }
-        g.workspace_ptrs(floats, tickets).map(|_| ())
+        g.workspace_ptrs(&need).map(|_| ())
     }
 
     /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Launcher::run_strided`].
@@ -588,7 +621,11 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             }
             None => (0, None),
         };
-        let (ws_ptr, tickets_ptr) = g.workspace_ptrs(plan.workspace_floats, plan.tickets)?;
+        let (partials_ptr, accumulator_ptr, tickets_ptr) = g.workspace_ptrs(&plan)?;
+        let ws_ptr = match plan.reduction {
+            KReduction::Atomic => accumulator_ptr,
+            _ => partials_ptr,
+        };
         let tile = plan.tile;
         // grid.y is limited to 65535: launch in chunks of rows (stream-K launches have one chunk).
         let bm = tile.block_m as usize;

@@ -67,15 +67,17 @@ pub struct LaunchPlan {
     pub early_trigger: bool,
     /// CTAs of the first launch (M beyond 65535 row tiles is launched in chunks).
     pub ctas: usize,
-    /// f32 elements of split-K workspace the launch needs.
+    /// f32 partials of the split-K workspace the launch needs ([`KReduction::Ordered`]).
     pub workspace_floats: usize,
+    /// f32 elements of the zero-kept accumulator the launch needs ([`KReduction::Atomic`]: one f32
+    /// tile per output tile, which the launch leaves zero).
+    pub accumulator_floats: usize,
     /// Tickets (one per output tile) the launch needs.
     pub tickets: usize,
 }
 
-/// Plans a launch of `m` rows of `[n, k]` weights of `spec` on `tiles` (non-empty) of `device`.
+/// Plans a launch of `m` rows of `[n, k]` weights on `tiles` (non-empty) of `device`.
 pub fn plan_launch(
-    spec: &KernelSpec,
     tiles: &[TileInfo],
     device: &DeviceInfo,
     options: &LaunchOptions,
@@ -97,7 +99,6 @@ pub fn plan_launch(
         && splits > 1
         && stream_k.is_none()
         && info.atomic
-        && humming_spec::resources::atomic_split_k(spec, &t)
         && (t.mma == Mma::Wgmma
             || (device.capability / 10 == 9 && tiles_out.saturating_mul(splits) > device.sms));
     let cluster = !atomic
@@ -121,9 +122,16 @@ pub fn plan_launch(
             DependentTrigger::AtStart => true,
             DependentTrigger::AfterMainLoop => false,
         };
-    let (workspace_floats, tickets) = match reduction {
-        KReduction::None | KReduction::Cluster => (0, 0),
-        _ => workspace_size(&t, rows, n, splits),
+    let (workspace_floats, accumulator_floats, tickets) = match reduction {
+        KReduction::None | KReduction::Cluster => (0, 0, 0),
+        KReduction::Ordered => {
+            let (floats, tickets) = workspace_size(&t, rows, n, splits);
+            (floats, 0, tickets)
+        }
+        KReduction::Atomic => {
+            let (floats, tickets) = workspace_size(&t, rows, n, 1);
+            (0, floats, tickets)
+        }
     };
     LaunchPlan {
         tile_index,
@@ -135,6 +143,7 @@ pub fn plan_launch(
         early_trigger,
         ctas,
         workspace_floats,
+        accumulator_floats,
         tickets,
     }
 }
