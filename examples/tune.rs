@@ -54,10 +54,10 @@ struct Args {
     /// `auto` (the runtime's rule), `early` (kernel start) or `late` (after the main loop).
     #[arg(long, default_value = "auto")]
     pdl_trigger: String,
-    /// Sum the K splits in split order everywhere, not with atomics where the runtime would
-    /// (`Reduction::Deterministic`).
+    /// Add the K splits into C with f16 atomics where the tile can (`Reduction::AtomicF16`, opt-in)
+    /// instead of summing them in split order.
     #[arg(long)]
-    deterministic: bool,
+    atomic_f16: bool,
     /// Stream-K settings to time, comma separated (`LaunchOptions::stream_k`): `off` (the default) or a
     /// number of CTAs.
     #[arg(long, default_value = "off")]
@@ -163,10 +163,10 @@ fn main() -> Res<()> {
             let gemm = Gemm::<f16, f16>::compile(&stream, "tune", spec)?;
             let base_options = LaunchOptions {
                 programmatic_launch: !args.no_pdl,
-                reduction: if args.deterministic {
-                    Reduction::Deterministic
+                reduction: if args.atomic_f16 {
+                    Reduction::AtomicF16
                 } else {
-                    Reduction::Auto
+                    Reduction::Deterministic
                 },
                 cluster_reduction: !args.no_cluster,
                 dependent_trigger: match args.pdl_trigger.as_str() {

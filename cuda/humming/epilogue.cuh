@@ -4,7 +4,7 @@
 // - staged (wgmma tiles, and the 8-row tile's atomic split-K): the accumulators go to shared memory as
 //   an f32 tile, then every thread writes 8 channels of a row at once (one 16-byte store where C
 //   allows), optionally summing the tiles of a thread-block cluster's K splits (distributed shared
-//   memory), or adding the tile into the output tile's f32 accumulator (atomic.cuh).
+//   memory) or adding into C with f16 atomics (atomic.cuh).
 #pragma once
 #include "atomic.cuh"
 
@@ -115,10 +115,16 @@ struct Epilogue {
     }
   }
 
-  // The f32 tile in shared memory, [BM][BN + 4] (+4 floats per row: the fragment stores hit 32
-  // distinct banks), from the accumulators of the threads that `hold` part of the tile (K-warp 0,
-  // channels below N). Not followed by a barrier: the caller's sync orders the stores.
-  __device__ __forceinline__ static void stage(const typename K::Acc& acc, bool holds, const WarpPlace& w) {
+  // The staged epilogue: `holds` = this thread's accumulators are part of the tile (kw == 0, channels
+  // below N); `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows rank,
+  // rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
+  // kRed (kFlagAtomicC, split `split` of the `splits` of output tile `tile`): the outputs are added to C
+  // with f16 atomics once the tile's C is zeroed: by this CTA (`zeroed_here`), else awaited (from thread
+  // 0's early read `seen` of the lock word); then the split adds its share to the lock word.
+  template <bool kRed = false>
+  __device__ __forceinline__ static void staged(const GemmParams& p, const typename K::Acc& acc, bool holds,
+                                                const WarpPlace& w, int rank, int ranks, int tile = 0, int split = 0,
+                                                int splits = 1, bool zeroed_here = false, int seen = 0) {
     extern __shared__ __align__(128) char smem[];
     K::sync_compute();  // the pipeline buffers (and the K-warp reduction's) are free
     if (holds) {
@@ -129,115 +135,54 @@ struct Epilogue {
           reinterpret_cast<float*>(smem)[(w.wm * Tl::WM + K::swapped_row(i, j, w.lane)) * kStageLd + w.wn * Tl::WN +
                                          K::swapped_col(i, j, w.lane)] = acc[0][i][j];
     }
-  }
-
-  // Eight values of the staged tile (row r, channels col..col + 7).
-  __device__ __forceinline__ static void load_staged(float (&v)[8], int r, int col) {
-    extern __shared__ __align__(128) char smem[];
-    const u32 at = smem_addr(smem) + 4 * (r * kStageLd + col);
-    const uint4 lo = lds128(at), hi = lds128(at + 16);
-    v[0] = __uint_as_float(lo.x); v[1] = __uint_as_float(lo.y); v[2] = __uint_as_float(lo.z); v[3] = __uint_as_float(lo.w);
-    v[4] = __uint_as_float(hi.x); v[5] = __uint_as_float(hi.y); v[6] = __uint_as_float(hi.z); v[7] = __uint_as_float(hi.w);
-  }
-
-  // Whether C allows 16-byte stores of 8 outputs (else 4-byte ones: C is 4-byte aligned with an even
-  // ldc).
-  __device__ __forceinline__ static bool c_vec16(const GemmParams& p) {
-    return (p.ldc % 8) == 0 && (reinterpret_cast<unsigned long long>(p.c) & 15) == 0;
-  }
-
-  // Finishes eight outputs (row r, channels col..col + 7 of the tile) and writes them to C, `c` (as
-  // pairs of outputs) and `vec16` taken by the caller before its loop: computed in here, the 8-row
-  // tile's main loop got longer.
-  __device__ __forceinline__ static void store_chunk(const GemmParams& p, const WarpPlace& w, int r, int col,
-                                                     const float (&v)[8], bool vec16, u32* c) {
-    u32 out[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, w.n0 + col + 2 * q);
-    const long long at_c = (static_cast<long long>(w.m0 + r) * p.ldc + w.n0 + col) >> 1;
-    if (vec16) {
-      *reinterpret_cast<uint4*>(c + at_c) = make_uint4(out[0], out[1], out[2], out[3]);
-    } else {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) c[at_c + q] = out[q];
-    }
-  }
-
-  // The chunks of 8 channels (below N) of the tile's rows below M, `kChunks` per row, that this CTA's
-  // thread takes in the loops below: it = threadIdx.x, + kThreads, ... < rows * kChunks, row `it /
-  // kChunks` (of this rank's rows), channels `(it % kChunks) * 8`. (Explicit loops rather than a
-  // function taking a lambda: the lambda made ptxas allocate the 8-row tile's main loop worse.)
-  static constexpr int kChunks = Tl::BN / 8;
-
-  // The staged epilogue: `rank` of `ranks` CTAs (a cluster when ranks > 1, rank = its split) writes rows
-  // rank, rank + ranks, ... of the tile, each summed over the ranks' shared tiles in rank (split) order.
-  __device__ __forceinline__ static void staged(const GemmParams& p, const typename K::Acc& acc, bool holds,
-                                                const WarpPlace& w, int rank, int ranks) {
-    extern __shared__ __align__(128) char smem[];
-    stage(acc, holds, w);
-    if (ranks > 1) {
+    if (kRed && !zeroed_here) {
+      AtomicSplitK<K>::await_zeroed(p, tile, w.m0, w.n0, seen);  // (its barriers also order the shared tile's stores)
+    } else if (ranks > 1) {
       cluster_sync();
     } else {
       K::sync_compute();
     }
     const int rows = min(Tl::BM, p.m - w.m0);
-    const int my_rows = rows > rank ? (rows - rank + ranks - 1) / ranks : 0;
-    const bool vec16 = c_vec16(p);
+    constexpr int kChunks = Tl::BN / 8;  // 8 channels each
+    const bool vec16 = (p.ldc % 8) == 0 && (reinterpret_cast<unsigned long long>(p.c) & 15) == 0;
+    const u32 base = smem_addr(smem);
     u32* c = static_cast<u32*>(p.c);
+    const int my_rows = rows > rank ? (rows - rank + ranks - 1) / ranks : 0;
     for (int it = threadIdx.x; it < my_rows * kChunks; it += K::kThreads) {
       const int r = rank + (it / kChunks) * ranks;
       const int col = (it % kChunks) * 8;
       if (w.n0 + col >= p.n) continue;  // N is a multiple of 64: a chunk is all in or all out
+      const u32 at = base + 4 * (r * kStageLd + col);
       float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if (ranks == 1) {
-        load_staged(v, r, col);
+        const uint4 lo = lds128(at), hi = lds128(at + 16);
+        v[0] = __uint_as_float(lo.x); v[1] = __uint_as_float(lo.y); v[2] = __uint_as_float(lo.z); v[3] = __uint_as_float(lo.w);
+        v[4] = __uint_as_float(hi.x); v[5] = __uint_as_float(hi.y); v[6] = __uint_as_float(hi.z); v[7] = __uint_as_float(hi.w);
       } else {
-        sum_cluster(v, smem_addr(smem) + 4 * (r * kStageLd + col), ranks);
+        sum_cluster(v, at, ranks);
       }
-      store_chunk(p, w, r, col, v, vec16, c);
-    }
-    if (ranks > 1) cluster_sync();  // no CTA leaves while another may still read its shared tile
-  }
-
-  // Atomic split-K (atomic.cuh): split `seg.split` adds its staged tile into the output tile's f32
-  // accumulator; the last split to finish writes C from the sum. (Written out, not from the helpers
-  // above: with them ptxas allocated the 8-row tile's main loop 14 instructions longer.)
-  __device__ __forceinline__ static void staged_atomic(const GemmParams& p, const typename K::Acc& acc, bool holds,
-                                                       const WarpPlace& w, const Segment& seg) {
-    extern __shared__ __align__(128) char smem[];
-    K::sync_compute();  // the pipeline buffers (and the K-warp reduction's) are free
-    if (holds) {
+      u32 out[4];
 #pragma unroll
-      for (int i = 0; i < K::kAccN; ++i)
+      for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, w.n0 + col + 2 * q);
+      const long long at_c = (static_cast<long long>(w.m0 + r) * p.ldc + w.n0 + col) >> 1;
+      if constexpr (kRed) {
+        if (vec16) {
+          red_add_f16x8(c + at_c, out[0], out[1], out[2], out[3]);
+        } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          reinterpret_cast<float*>(smem)[(w.wm * Tl::WM + K::swapped_row(i, j, w.lane)) * kStageLd + w.wn * Tl::WN +
-                                         K::swapped_col(i, j, w.lane)] = acc[0][i][j];
+          for (int q = 0; q < 4; ++q) red_add_f16x2(c + at_c + q, out[q]);
+        }
+      } else if (vec16) {
+        *reinterpret_cast<uint4*>(c + at_c) = make_uint4(out[0], out[1], out[2], out[3]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) c[at_c + q] = out[q];
+      }
     }
-    K::sync_compute();
-    const int rows = min(Tl::BM, p.m - w.m0);
-    const u32 base = smem_addr(smem);
-    float* tile_acc = p.workspace + static_cast<long long>(seg.tile) * (Tl::BM * Tl::BN);
-    for (int it = threadIdx.x; it < rows * kChunks; it += K::kThreads) {
-      const int r = it / kChunks;
-      const int col = (it % kChunks) * 8;
-      if (w.n0 + col >= p.n) continue;
-      const u32 at = base + 4 * (r * kStageLd + col);
-      const uint4 lo = lds128(at), hi = lds128(at + 16);
-      float* dst = tile_acc + r * Tl::BN + col;
-      red_add_f32x4(dst, __uint_as_float(lo.x), __uint_as_float(lo.y), __uint_as_float(lo.z), __uint_as_float(lo.w));
-      red_add_f32x4(dst + 4, __uint_as_float(hi.x), __uint_as_float(hi.y), __uint_as_float(hi.z), __uint_as_float(hi.w));
-    }
-    if (!AtomicSplitK<K>::last(p, seg.tile, seg.splits)) return;
-    const bool vec16 = c_vec16(p);
-    u32* c = static_cast<u32*>(p.c);
-    for (int it = threadIdx.x; it < rows * kChunks; it += K::kThreads) {
-      const int r = it / kChunks;
-      const int col = (it % kChunks) * 8;
-      if (w.n0 + col >= p.n) continue;
-      float v[8];
-      AtomicSplitK<K>::take(tile_acc, r, col, v);
-      store_chunk(p, w, r, col, v, vec16, c);
+    if constexpr (kRed) {
+      AtomicSplitK<K>::finish(p, tile, split, splits);
+    } else if (ranks > 1) {
+      cluster_sync();  // no CTA leaves while another may still read its shared tile
     }
   }
 };

@@ -8,7 +8,7 @@
 //                   policy (dequant.cuh)
 //   reduction.cuh   the K reductions: across the warps along K, and across K splits through the
 //                   workspace
-//   atomic.cuh      the K splits added into an f32 accumulator with atomics
+//   atomic.cuh      the K splits added into C with atomics
 //   epilogue.cuh    channel scale, bias, activation; C written from registers or staged in shared
 //                   memory (with the cluster sum of K splits)
 //
@@ -49,10 +49,14 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
     return w;
   }
 
-  // kFlagAtomicC: this launch adds its K splits into the tiles' f32 accumulators (not with stream-K
-  // or a cluster).
+  // kFlagAtomicC: this launch adds its K splits into C (not with stream-K or a cluster). Recomputed
+  // where needed rather than kept in a register across the main loop.
   __device__ __forceinline__ static bool atomic_launch(const GemmParams& p, const Segment& seg) {
     return K::kAtomicC && seg.splits > 1 && (p.flags & (kFlagAtomicC | kFlagStreamK | kFlagClusterSplitK)) == kFlagAtomicC;
+  }
+  // Split 0 claims the zeroing of C at its start (unless kFlagAtomicNoStartClaim).
+  __device__ __forceinline__ static bool start_claim(const GemmParams& p, const Segment& seg) {
+    return atomic_launch(p, seg) && (p.flags & kFlagAtomicNoStartClaim) == 0 && seg.split == 0;
   }
 
   // One segment: the main loop into the accumulators, then the K reductions and the epilogue.
@@ -71,18 +75,33 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
     Mainloop<K>::channel_values(p, w, ch_s, ch_z);
     StagePipeline<K> pipe(p, w.m0, w.n0, seg, smem_addr(smem));
     if (!pipe.prologue(p, w.m0, seg.ring, w.producer)) return;
+    if constexpr (K::kAtomicC) {
+      // (After griddepcontrol.wait: the previous kernel may still read this C.)
+      if (start_claim(p, seg)) AtomicSplitK<K>::claim_at_start(p, seg.tile, w.m0, w.n0);
+    }
     Mainloop<K>::run(p, seg, w, acc, pipe, ch_s, ch_z);
+    // kFlagAtomicC: thread 0 reads the tile's lock word now (ld_split_acquire_gpu: the acquire is
+    // completed where the value is used, so that the L2 round trip overlaps the K-warp sum and the f32
+    // tile's shared stores).
+    int lock_seen = 0;
+    const bool atomic_c = atomic_launch(p, seg);
+    // (Read only where the claim ran: its thread wrote it before the claim's barriers.)
+    const bool zeroed_here = K::kAtomicC && start_claim(p, seg) && AtomicSplitK<K>::zeroed_here() != 0;
+    if constexpr (K::kAtomicC) {
+      if (atomic_c && !zeroed_here && threadIdx.x == 0) lock_seen = ld_split_acquire_gpu(p.locks + seg.tile);
+    }
     pipe.drain();
     if constexpr (K::kWgmma) wgmma_wait<0>();
     // The next kernel may start (and stream its first weights) once every CTA here is past its main
     // loop (a stream-K CTA: past its first segment's), unless kFlagEarlyTrigger let it at the start.
     grid_launch_dependents();
     Reduce::sum_warps_k(acc, w);
-    finish(p, seg, w, acc);
+    finish(p, seg, w, acc, atomic_c, zeroed_here, lock_seen);
   }
 
   // After the K-warp sum: the K splits' reduction, if any, and C.
-  __device__ __forceinline__ static void finish(const GemmParams& p, const Segment& seg, const WarpPlace& w, Acc& acc) {
+  __device__ __forceinline__ static void finish(const GemmParams& p, const Segment& seg, const WarpPlace& w, Acc& acc,
+                                                bool atomic_c, bool zeroed_here, int lock_seen) {
     if constexpr (K::kStaged) {
       // The runtime sets the flag only with a cluster launch of 2 to kMaxClusterSplits splits.
       const bool cluster = seg.splits > 1 && seg.splits <= kMaxClusterSplits && (p.flags & kFlagClusterSplitK) != 0;
@@ -92,8 +111,8 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
       }
     }
     if constexpr (K::kAtomicC) {
-      if (atomic_launch(p, seg)) {
-        Epi::staged_atomic(p, acc, w.kw == 0 && w.n_valid, w, seg);
+      if (atomic_c) {
+        Epi::template staged<true>(p, acc, w.kw == 0 && w.n_valid, w, 0, 1, seg.tile, seg.split, seg.splits, zeroed_here, lock_seen);
         return;
       }
     }

@@ -169,17 +169,85 @@ __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* addr, int v) {
   return old;
 }
 
-// Adds four f32 values to global memory (16-byte aligned address) without a result: one vector
-// reduction on sm_90+ (PTX 8.1), four scalar ones elsewhere.
-__device__ __forceinline__ void red_add_f32x4(float* addr, float a, float b, float c, float d) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+__device__ __forceinline__ int ld_acquire_gpu(const int* addr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+}
+
+// An acquire read at GPU scope split in two, so that its L2 round trip can overlap other work:
+// ld_split_acquire_gpu issues the load, split_acquire_complete_gpu (later, in the same thread, before
+// anything that must be ordered after the read: only the accesses after it are) completes the
+// acquire. Where `fence.acquire` exists (PTX ISA 8.6, CUDA 12.8+, sm_90+) the load is relaxed (a strong
+// read) and the completion that fence (SASS: an L1 invalidation, CCTL.IVALL; PTX memory model: a
+// strong read followed by an acquire fence is an acquire pattern). Elsewhere the load is an acquire and
+// the completion nothing: fence.acq_rel there costs a MEMBAR.GPU more than the acquire load.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+#define HUMMING_FENCE_ACQUIRE 1
 #else
-  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr), "f"(a) : "memory");
-  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr + 1), "f"(b) : "memory");
-  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr + 2), "f"(c) : "memory");
-  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr + 3), "f"(d) : "memory");
+#define HUMMING_FENCE_ACQUIRE 0
 #endif
+
+__device__ __forceinline__ int ld_split_acquire_gpu(const int* addr) {
+#if HUMMING_FENCE_ACQUIRE
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(addr) : "memory");
+  return v;
+#else
+  return ld_acquire_gpu(addr);
+#endif
+}
+
+__device__ __forceinline__ void split_acquire_complete_gpu() {
+#if HUMMING_FENCE_ACQUIRE
+  asm volatile("fence.acquire.gpu;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void st_release_gpu(int* addr, int v) {
+  asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
+
+// A relaxed compare-and-swap at GPU scope: atomic on its word, no ordering of other accesses (no
+// MEMBAR.GPU before it, no L1 invalidation after: SASS ATOMG.E.CAS.STRONG.GPU alone).
+__device__ __forceinline__ int atomic_cas_relaxed_gpu(int* addr, int expected, int desired) {
+  int old;
+  asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], %2, %3;\n"
+               : "=r"(old)
+               : "l"(addr), "r"(expected), "r"(desired)
+               : "memory");
+  return old;
+}
+
+__device__ __forceinline__ int atomic_cas_acq_rel_gpu(int* addr, int expected, int desired) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.cas.b32 %0, [%1], %2, %3;\n"
+               : "=r"(old)
+               : "l"(addr), "r"(expected), "r"(desired)
+               : "memory");
+  return old;
+}
+
+// Adds 8 f16 values (four f16x2, 16-byte aligned address) to global memory, without a result (PTX
+// red.add.noftz.v4.f16x2, sm_90+); one f16x2 (4-byte aligned) below.
+__device__ __forceinline__ void red_add_f16x8(void* addr, u32 a, u32 b, u32 c, u32 d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+#else
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(a) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 4), "r"(b) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 8), "r"(c) : "memory");
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(static_cast<char*>(addr) + 12), "r"(d) : "memory");
+#endif
+}
+// Relaxed atomic add without a result (wraps modulo 2^32).
+__device__ __forceinline__ void red_add_u32(int* addr, u32 v) {
+  asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void red_add_f16x2(void* addr, u32 v) {
+  asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

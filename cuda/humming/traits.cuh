@@ -94,9 +94,9 @@ struct KernelTraits {
   static constexpr int kRegTailBatch = kQuads < 8 ? kQuads : 8;
   static constexpr int kRegTailBytes = kRegTailBatch * kAccThreads * 16;
   static constexpr bool kBulkTail = kTma && kTailRing >= 2 && kTailRing * kTailBytes >= kRegTailBytes;
-  // Atomic split-K (kFlagAtomicC, atomic.cuh): the staged wgmma tiles and the 8-row mma.sync tile
-  // (kAtomic8: its f32 tile, 8 rows x (BN + 4) floats, goes through the staged epilogue too, after the
-  // K-warp sum), of kernels with f16 C, no bias and no epilogue
+  // Atomic split-K (kFlagAtomicC): the staged wgmma tiles and the 8-row mma.sync tile (kAtomic8: its
+  // f32 tile, 8 rows x (BN + 4) floats, goes through the staged epilogue too, after the K-warp sum),
+  // with f16 C, no bias and no epilogue (C is then linear in each split's partial)
   // (humming_spec::resources::atomic_split_k).
   static constexpr bool kAtomic8 = kSwapAB && !kWgmma && Tl::BM == 8 && kTileFits;
   static constexpr bool kAtomicC =

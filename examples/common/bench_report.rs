@@ -87,17 +87,15 @@ pub struct Row {
     /// capability 9.0). `ours` has it on, where available.
     #[serde(default)]
     pub ours_no_pdl: Option<Stats>,
-    /// Whether `ours` adds its K splits into C with f16 atomics (the default where the launch can:
-    /// `LaunchPlan::reduction` is `KReduction::Atomic`; the last bits may then vary from launch to
-    /// launch).
+    /// Whether the opt-in `Reduction::AtomicF16` adds this launch's K splits into C with f16 atomics
+    /// (`ours`, the default, sums them in split order in f32).
     #[serde(default)]
-    pub atomic: bool,
-    /// Where `ours` is atomic: ours with `Reduction::Deterministic` (K splits summed in split
-    /// order), and that mode's relative error on `checked_rows` (None elsewhere).
+    pub atomic_f16: bool,
+    /// Where `atomic_f16`: that launch's times and relative error on `checked_rows` (None elsewhere).
     #[serde(default)]
-    pub ours_deterministic: Option<Stats>,
+    pub ours_atomic_f16: Option<Stats>,
     #[serde(default)]
-    pub rel_err_deterministic: Option<f64>,
+    pub rel_err_atomic_f16: Option<f64>,
     pub cublas: Option<Stats>,
     /// cuBLAS time / our time.
     pub speedup_vs_cublas: Option<f64>,
@@ -285,6 +283,9 @@ pub struct MergedRow {
     pub ours_us: f64,
     /// Ours with programmatic dependent launch off.
     pub ours_no_pdl_us: Option<f64>,
+    /// The opt-in `Reduction::AtomicF16`, where it changes the launch.
+    #[serde(default)]
+    pub ours_atomic_f16_us: Option<f64>,
     pub cublas_us: Option<f64>,
     pub humming_us: Option<f64>,
     pub torch_cublas_us: Option<f64>,
@@ -334,6 +335,7 @@ pub fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> 
                 floor_us: r.floor_us,
                 ours_us: r.ours.median_us,
                 ours_no_pdl_us: r.ours_no_pdl.as_ref().map(|s| s.median_us),
+                ours_atomic_f16_us: r.ours_atomic_f16.as_ref().map(|s| s.median_us),
                 cublas_us: r.cublas.as_ref().map(|s| s.median_us),
                 humming_us,
                 torch_cublas_us: p.and_then(|p| num(p, "cublas_us")),
@@ -368,11 +370,12 @@ pub fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> 
          run's torch.matmul. Our W4A16 is `b: i4` (symmetric), the same format as humming-kernels' \
          \"uint4\" (q - 8). \"ours\" launches as the runtime does by default: with programmatic dependent launch \
          (PDL) on compute capability 9.0+ for tiles of which at most two CTAs fit per SM (a kernel \
-         streams its first weights while the one before it ends), and with the K splits of the staged \
-         wgmma tiles (M > 16), and of the 8-row tile (M <= 8) where its launch has more CTAs than \
-         SMs, added into C with f16 atomics (`Reduction::Deterministic` sums them in split order instead); \
-         \"ours, no PDL\" is the same kernel launched like cuBLAS and humming-kernels are, each launch \
-         starting after the previous one has ended.\n",
+         streams its first weights while the one before it ends), K splits summed in split order in \
+         f32; \"ours, no PDL\" is the same kernel launched like cuBLAS and humming-kernels are, each \
+         launch starting after the previous one has ended; \"ours, f16 atomics\" the opt-in \
+         `Reduction::AtomicF16` (the K splits of the staged wgmma tiles, M > 16, and of the 8-row tile, \
+         M <= 8, where its launch has more CTAs than SMs, added into C with f16 atomics; \"=\" where that \
+         is the same launch).\n",
         report.device.name,
         report.device.capability,
         report.copy_bw_tbs,
@@ -381,18 +384,18 @@ pub fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> 
     let multi = kernels.len() > 1;
     writeln!(
         md,
-        "| {}N x K | M | floor | ours | ours, no PDL | cuBLAS | humming-kernels | ours / humming | ours / floor | cuBLAS (torch) |",
+        "| {}N x K | M | floor | ours | ours, no PDL | ours, f16 atomics | cuBLAS | humming-kernels | ours / humming | ours / floor | cuBLAS (torch) |",
         if multi { "kernel | " } else { "" }
     )?;
     writeln!(
         md,
-        "|{}---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|{}---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         if multi { "---|" } else { "" }
     )?;
     for r in &merged {
         writeln!(
             md,
-            "| {}{} x {} | {} | {:.1} | {:.1}{} | {} | {} | {} | {} | {:.2} | {} |",
+            "| {}{} x {} | {} | {:.1} | {:.1}{} | {} | {} | {} | {} | {} | {:.2} | {} |",
             if multi {
                 format!("{} | ", r.kernel)
             } else {
@@ -405,6 +408,8 @@ pub fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> 
             r.ours_us,
             if r.ok { "" } else { " (WRONG)" },
             f(r.ours_no_pdl_us, 1),
+            r.ours_atomic_f16_us
+                .map_or("=".to_string(), |v| format!("{v:.1}")),
             f(r.cublas_us, 1),
             f(r.humming_us, 1),
             f(r.ours_over_humming, 2),

@@ -623,36 +623,30 @@ fn launch_plans() {
     let auto = LaunchOptions::default();
     let plan = |o: &LaunchOptions, m, n, k| plan_launch(&tiles, &h200, o, (m, n, k));
 
-    // M = 1, 8192 x 8192: the 8-row tile, 64 output tiles x 4 splits = 256 CTAs, more than the SMs:
-    // atomics into one f32 accumulator tile per output tile, no partials.
+    // M = 1, 8192 x 8192: the 8-row tile, 64 output tiles x 4 splits = 256 CTAs, summed in split order
+    // through the partials of every split (the default).
     let p = plan(&auto, 1, 8192, 8192);
     assert_eq!((p.tile.block_m, p.splits, p.ctas), (8, 4, 256));
-    assert_eq!(p.reduction, KReduction::Atomic);
-    assert_eq!(
-        (p.workspace_floats, p.accumulator_floats, p.tickets),
-        (0, 64 * 8 * 128, 64)
-    );
+    assert_eq!(p.reduction, KReduction::Ordered);
+    assert_eq!((p.workspace_floats, p.tickets), (4 * 64 * 8 * 128, 64));
     assert!(p.programmatic && p.stream_k.is_none());
-    // Deterministic: the partials of every split, summed in order.
-    let det = LaunchOptions {
-        reduction: Reduction::Deterministic,
+    // f16 atomics where asked for: more CTAs than SMs on compute capability 9.x; lock words only.
+    let f16 = LaunchOptions {
+        reduction: Reduction::AtomicF16,
         ..auto
     };
-    let p = plan(&det, 1, 8192, 8192);
-    assert_eq!(p.reduction, KReduction::Ordered);
-    assert_eq!(
-        (p.workspace_floats, p.accumulator_floats, p.tickets),
-        (4 * 64 * 8 * 128, 0, 64)
-    );
-    // 4096 x 4096: 32 tiles x 4 splits, one wave of single CTAs: ordered.
-    let p = plan(&auto, 1, 4096, 4096);
+    let p = plan(&f16, 1, 8192, 8192);
+    assert_eq!(p.reduction, KReduction::Atomic);
+    assert_eq!((p.workspace_floats, p.tickets), (0, 64));
+    // 4096 x 4096: 32 tiles x 4 splits, one wave of single CTAs: ordered even with f16 atomics asked.
+    let p = plan(&f16, 1, 4096, 4096);
     assert_eq!((p.splits, p.reduction), (4, KReduction::Ordered));
     // Not on compute capability 8.x (where the 8-row tile's atomics were not measured).
     let a100 = DeviceInfo {
         sms: 108,
         capability: 80,
     };
-    let p = plan_launch(&tiles, &a100, &auto, (1, 8192, 8192));
+    let p = plan_launch(&tiles, &a100, &f16, (1, 8192, 8192));
     assert_ne!(p.reduction, KReduction::Atomic);
     assert!(!p.programmatic);
     // No split: nothing to sum, no buffers.
@@ -678,25 +672,23 @@ fn launch_plans() {
     assert_eq!(p.stream_k, Some(100));
     assert_eq!(p.reduction, KReduction::Ordered);
     assert_eq!(p.ctas, 100);
-    // M = 64 on a wgmma tile with K splits: atomic; deterministic ones go to a cluster where all fit.
+    // M = 64 on a wgmma tile with K splits: a cluster where every cluster fits; f16 atomics if asked.
     let p = plan(&auto, 64, 8192, 8192);
     assert_eq!(p.tile.mma, Mma::Wgmma);
-    if p.splits > 1 {
-        assert_eq!(p.reduction, KReduction::Atomic);
-        let q = plan(&det, 64, 8192, 8192);
-        assert!(matches!(
-            q.reduction,
-            KReduction::Cluster | KReduction::Ordered
-        ));
-    }
-    // bf16 C, a bias and a fused epilogue keep the ordered reduction.
+    assert!(p.splits > 1);
+    assert!(matches!(
+        p.reduction,
+        KReduction::Cluster | KReduction::Ordered
+    ));
+    assert_eq!(plan(&f16, 64, 8192, 8192).reduction, KReduction::Atomic);
+    // bf16 C, a bias and a fused epilogue keep the ordered reduction even with f16 atomics asked.
     for other in [
         "a: bf16, b: i4, scale: group(128)",
         "a: f16, b: i4, scale: group(128), bias: true",
         "a: f16, b: i4, scale: group(128), epilogue: gelu",
     ] {
         let t = tile_infos(&spec(other));
-        let p = plan_launch(&t, &h200, &auto, (1, 8192, 8192));
+        let p = plan_launch(&t, &h200, &f16, (1, 8192, 8192));
         assert_eq!(p.reduction, KReduction::Ordered, "{other}");
     }
     // The dependent trigger: at the start for the two-CTA 16-row tile of a launch of more CTAs than

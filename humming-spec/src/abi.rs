@@ -87,11 +87,11 @@ params_struct! {
         bias: u64 => "const void*",
         /// C `[M, ldc]`, row-major.
         c: u64 => "void*",
-        /// f32 partial tiles of the K splits, `[splits][tiles][BM * BN]`; with `FLAG_ATOMIC_C` one
-        /// accumulator tile per output tile, `[tiles][BM * BN]`, zero before the launch and after it;
-        /// unused without splits.
+        /// f32 partial tiles of the K splits, `[splits][tiles][BM * BN]`; unused without splits or
+        /// with `FLAG_ATOMIC_C`.
         workspace: u64 => "float*",
-        /// One word per output tile, zero before the launch; the kernel leaves them zero.
+        /// One word per output tile (a split-K ticket or an atomic split-K lock word), zero before the
+        /// launch; the kernel leaves them zero.
         locks: u64 => "int*",
         /// Rows of A and C.
         m: i32 => "int",
@@ -119,10 +119,12 @@ constants! {
     FLAG_CLUSTER_SPLIT_K: i32 = 2 => "kFlagClusterSplitK";
     /// Flag: stream-K; a 1-D grid of G CTAs takes equal ranges of the launch's tiles x K steps.
     FLAG_STREAM_K: i32 = 4 => "kFlagStreamK";
-    /// Flag: the K splits of each output tile add their f32 partials into the tile's zero-kept f32
-    /// accumulator (`workspace`) with atomics and the last one writes C (not with stream-K or a
-    /// cluster).
+    /// Flag: the K splits of each output tile are added into C with f16 atomics, once the tile's C is
+    /// zeroed (a lock word per tile in `locks`; not with stream-K or a cluster).
     FLAG_ATOMIC_C: i32 = 8 => "kFlagAtomicC";
+    /// Flag, with `FLAG_ATOMIC_C`: split 0 does not claim the zeroing of C at its start, so the first
+    /// split to end claims it: the path a launch takes when split 0's CTA starts late (for tests).
+    FLAG_ATOMIC_NO_START_CLAIM: i32 = 16 => "kFlagAtomicNoStartClaim";
     /// Most K splits of one output tile that reduce in a thread-block cluster (the portable cluster
     /// size of sm_90).
     MAX_CLUSTER_SPLITS: u32 = 8 => "kMaxClusterSplits";

@@ -39,13 +39,12 @@ struct LoadedTile {
     smem: u32,
 }
 
-/// Split-K buffers of a [`Gemm`]: the ordered reduction's partials, the atomic reduction's accumulator
-/// (zero between launches) and the tickets (zero between launches). Retired buffers are kept until the
-/// `Gemm` is dropped, so that CUDA graphs captured earlier stay valid.
+/// Split-K buffers of a [`Gemm`]: the ordered reduction's partials and the tickets / lock words (zero
+/// between launches). Retired buffers are kept until the `Gemm` is dropped, so that CUDA graphs
+/// captured earlier stay valid.
 #[derive(Default)]
 struct Workspace {
     partials: Option<CudaSlice<f32>>,
-    accumulator: Option<CudaSlice<f32>>,
     tickets: Option<CudaSlice<i32>>,
     retired_f32: Vec<CudaSlice<f32>>,
     retired_i32: Vec<CudaSlice<i32>>,
@@ -440,11 +439,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
         self.tiles.iter().map(|t| t.info)
     }
 
-    /// Device pointers of the split-K buffers a plan needs (partials, accumulator, tickets; 0 for
-    /// each it does not need), growing them if needed.
-    fn workspace_ptrs(&self, plan: &LaunchPlan) -> Result<(u64, u64, u64)> {
-        if plan.workspace_floats == 0 && plan.accumulator_floats == 0 && plan.tickets == 0 {
-            return Ok((0, 0, 0));
+    /// Device pointers of the split-K buffers a plan needs (partials, tickets; 0 for each it does
+    /// not need), growing them if needed.
+    fn workspace_ptrs(&self, plan: &LaunchPlan) -> Result<(u64, u64)> {
+        if plan.workspace_floats == 0 && plan.tickets == 0 {
+            return Ok((0, 0));
         }
         let mut guard = self.workspace.lock().map_err(|_| {
             invalid(
@@ -464,31 +463,21 @@ impl<A: Element, C: Element> Gemm<A, C> {
         )?;
         grow(
             s,
-            &mut ws.accumulator,
-            &mut ws.retired_f32,
-            plan.accumulator_floats,
-            1 << 16,
-            "allocating the split-K accumulator",
-        )?;
-        grow(
-            s,
             &mut ws.tickets,
             &mut ws.retired_i32,
             plan.tickets,
             4096,
             "allocating split-K tickets",
         )?;
-        let ptr = |b: &Option<CudaSlice<f32>>, need: usize| match b {
-            Some(b) if need > 0 => b.device_ptr(s).0,
+        let partials = match &ws.partials {
+            Some(b) if plan.workspace_floats > 0 => b.device_ptr(s).0,
             _ => 0,
         };
-        let partials = ptr(&ws.partials, plan.workspace_floats);
-        let accumulator = ptr(&ws.accumulator, plan.accumulator_floats);
         let tickets = match &ws.tickets {
             Some(t) if plan.tickets > 0 => t.device_ptr(s).0,
             _ => 0,
         };
-        Ok((partials, accumulator, tickets))
+        Ok((partials, tickets))
     }
 }
 
@@ -529,7 +518,6 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         for m in 2..=max_m.max(1) {
             let p = plan_launch(&infos, &g.device, &options, (m, n, k));
             need.workspace_floats = need.workspace_floats.max(p.workspace_floats);
-            need.accumulator_floats = need.accumulator_floats.max(p.accumulator_floats);
             need.tickets = need.tickets.max(p.tickets);
         }
         g.workspace_ptrs(&need).map(|_| ())
@@ -621,11 +609,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             }
             None => (0, None),
         };
-        let (partials_ptr, accumulator_ptr, tickets_ptr) = g.workspace_ptrs(&plan)?;
-        let ws_ptr = match plan.reduction {
-            KReduction::Atomic => accumulator_ptr,
-            _ => partials_ptr,
-        };
+        let (ws_ptr, tickets_ptr) = g.workspace_ptrs(&plan)?;
         let tile = plan.tile;
         // grid.y is limited to 65535: launch in chunks of rows (stream-K launches have one chunk).
         let bm = tile.block_m as usize;

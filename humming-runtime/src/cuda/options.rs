@@ -20,16 +20,18 @@ pub enum SplitK {
 /// How the K splits of an output tile are summed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Reduction {
-    /// The fastest reduction the tile has: on the tiles that stage their f32 output in shared memory
-    /// (the `wgmma` tiles, and the 8-row tile where its launch has more CTAs than SMs on compute
-    /// capability 9.x), the splits add their f32 partials into a zero-kept f32 tile with atomics and
-    /// the last split to finish writes C. f32 partials never overflow where the result fits C, but the
-    /// order of the additions, and so the last bits of C, may vary from launch to launch.
+    /// In split order, in f32, through the split-K workspace or a thread-block cluster: the same
+    /// inputs give the same bits on the same GPU, and a result that fits C is never `inf`.
     #[default]
-    Auto,
-    /// Sum the splits in split order, through the split-K workspace or a thread-block cluster: the
-    /// same inputs give the same bits on the same GPU.
     Deterministic,
+    /// Each split adds its outputs into C with f16 atomics, where the tile can (the `wgmma` tiles
+    /// that stage C in shared memory, and the 8-row tile where its launch has more CTAs than SMs on
+    /// compute capability 9.x; f16 C, no bias or epilogue): faster where the splits' partials are
+    /// large (up to 2x at M = 256 on an H200), but the last bits of C vary from launch to launch,
+    /// each split adds two f16 roundings, and a split's partial beyond the f16 range makes its
+    /// outputs `inf` even where the sum would fit. Like vLLM's `use_atomic_add`, for callers who
+    /// know their partial sums stay within f16.
+    AtomicF16,
 }
 
 /// Where a launch that uses programmatic dependent launch lets the next kernel of the stream start.
@@ -50,12 +52,12 @@ pub enum DependentTrigger {
 ///
 /// ```
 /// use humming_runtime::cuda::{LaunchOptions, Reduction, SplitK};
-/// let reproducible = LaunchOptions {
-///     reduction: Reduction::Deterministic,
+/// let fast = LaunchOptions {
+///     reduction: Reduction::AtomicF16,
 ///     ..LaunchOptions::default()
 /// };
-/// let batch_invariant = LaunchOptions { split_k: SplitK::Off, ..reproducible };
-/// # let _ = batch_invariant;
+/// let batch_invariant = LaunchOptions { split_k: SplitK::Off, ..LaunchOptions::default() };
+/// # let _ = (fast, batch_invariant);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LaunchOptions {
@@ -72,7 +74,7 @@ pub struct LaunchOptions {
     pub reduction: Reduction,
     /// Sum the 2 to 8 K splits of a staged `wgmma` tile of one CTA per SM in a thread-block cluster
     /// (distributed shared memory) where every cluster of the launch fits the GPU at once, instead
-    /// of through the global workspace (same bits either way). Used by deterministic launches.
+    /// of through the global workspace (same bits either way).
     pub cluster_reduction: bool,
     /// Programmatic dependent launch on compute capability 9.0 and newer (ignored elsewhere): a launch
     /// may start while the kernel before it on the stream ends, streams its first weights, and waits
@@ -88,7 +90,7 @@ impl Default for LaunchOptions {
         LaunchOptions {
             split_k: SplitK::Auto,
             stream_k: None,
-            reduction: Reduction::Auto,
+            reduction: Reduction::Deterministic,
             cluster_reduction: true,
             programmatic_launch: true,
             dependent_trigger: DependentTrigger::Auto,

@@ -44,7 +44,7 @@ pub enum KReduction {
     /// In split order, in a thread-block cluster through distributed shared memory (deterministic,
     /// the same bits as [`KReduction::Ordered`]).
     Cluster,
-    /// With atomics, in arrival order ([`Reduction::Auto`]); the last bits of C may vary.
+    /// Added into C with f16 atomics ([`Reduction::AtomicF16`]); the last bits of C may vary.
     Atomic,
 }
 
@@ -69,10 +69,7 @@ pub struct LaunchPlan {
     pub ctas: usize,
     /// f32 partials of the split-K workspace the launch needs ([`KReduction::Ordered`]).
     pub workspace_floats: usize,
-    /// f32 elements of the zero-kept accumulator the launch needs ([`KReduction::Atomic`]: one f32
-    /// tile per output tile, which the launch leaves zero).
-    pub accumulator_floats: usize,
-    /// Tickets (one per output tile) the launch needs.
+    /// Tickets or lock words (one per output tile, zero between launches) the launch needs.
     pub tickets: usize,
 }
 
@@ -95,7 +92,7 @@ pub fn plan_launch(
     let tiles_out = output_tiles(&t, rows, n);
     // Atomics where the tile has them, the launch splits K without stream-K, and (the 8-row
     // mma.sync tile) on compute capability 9.x with more CTAs than SMs.
-    let atomic = options.reduction == Reduction::Auto
+    let atomic = options.reduction == Reduction::AtomicF16
         && splits > 1
         && stream_k.is_none()
         && info.atomic
@@ -122,16 +119,10 @@ pub fn plan_launch(
             DependentTrigger::AtStart => true,
             DependentTrigger::AfterMainLoop => false,
         };
-    let (workspace_floats, accumulator_floats, tickets) = match reduction {
-        KReduction::None | KReduction::Cluster => (0, 0, 0),
-        KReduction::Ordered => {
-            let (floats, tickets) = workspace_size(&t, rows, n, splits);
-            (floats, 0, tickets)
-        }
-        KReduction::Atomic => {
-            let (floats, tickets) = workspace_size(&t, rows, n, 1);
-            (0, floats, tickets)
-        }
+    let (workspace_floats, tickets) = match reduction {
+        KReduction::None | KReduction::Cluster => (0, 0),
+        KReduction::Ordered => workspace_size(&t, rows, n, splits),
+        KReduction::Atomic => (0, output_tiles(&t, rows, n)),
     };
     LaunchPlan {
         tile_index,
@@ -143,7 +134,6 @@ pub fn plan_launch(
         early_trigger,
         ctas,
         workspace_floats,
-        accumulator_floats,
         tickets,
     }
 }
