@@ -1,4 +1,4 @@
-// probe_timing.cuh: what the standalone timing probes (scripts/stream_probe.cu, scripts/reg_probe.cu)
+// probe_timing.cuh: what the standalone timing probes (dev/stream_probe.cu, dev/reg_probe.cu)
 // share: the CUDA error check and the time per launch of a CUDA graph of `launches` back-to-back
 // launches, as .gpu/bench and examples/tune time our kernels (graph replay; the caller rotates its
 // buffers past the 60 MB L2 cache between launches).

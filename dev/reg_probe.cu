@@ -11,7 +11,7 @@
 // K splits add their outputs into an f32 buffer with red.global.add (a lower bound for any split-K
 // tail). CTA = 2 warps along N (64 channels each) x WK warps along K (64 deep each).
 //
-// H200 (eighteenth session, perf/2026-12-01r_h200_reg_probe.log; 190 SASS instructions per warp and
+// H200 (perf/HISTORY.md; 190 SASS instructions per warp and
 // 64 x 64 step against the 8-row tile's 270): 8192 x 8192 11.1 us (4 warps along K, 2 steps ahead,
 // 2 CTAs per SM, 4 splits), 28672 x 4096 19.1-19.6, 4096 x 14336 10.4, 4096 x 4096 4.5; our 8-row
 // tile with its deterministic tail took 11.7 / 17.7 / 10.7 / 5.9 in the same week, and ~10.65 at
@@ -19,7 +19,7 @@
 // not pursued.
 //
 // Build and run on the GPU machine (probe_timing.cuh beside it):
-//                                     nvcc -O3 -arch=sm_90a -o /tmp/reg_probe scripts/reg_probe.cu
+//                                     nvcc -O3 -arch=sm_90a -o /tmp/reg_probe dev/reg_probe.cu
 //                                     /tmp/reg_probe
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>

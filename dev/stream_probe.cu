@@ -17,7 +17,7 @@
 //           griddepcontrol.wait, as our kernels do with their weights
 // PDL modes: off; on (trigger at kernel start; for ldg, griddepcontrol.wait before the first load).
 //
-// Build and run on the GPU machine:  nvcc -O3 -arch=sm_90a -o /tmp/stream_probe scripts/stream_probe.cu
+// Build and run on the GPU machine:  nvcc -O3 -arch=sm_90a -o /tmp/stream_probe dev/stream_probe.cu
 //                                     /tmp/stream_probe
 #include <cuda_runtime.h>
 #include <cstdio>

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
 #   bash .gpu/gpu-run.sh [tests|sanitize|races|all] [test name filters, `tests` only]
-# Logs go to $OUT (or ./gpu-out). On the H200 `tests` takes ~420-600 s (twentieth session: 49 tests
-# in 110 + 312 s on a cold kernel cache); near the 10-minute limit of a call, split it with test
-# name filters over two calls (`tests gpu_matrix gpu_graph gpu_dependent`, then `tests gpu_long
-# gpu_tile gpu_stream gpu_atomic gpu_cluster gpu_batch`). `sanitize` takes an estimated ~4 minutes
-# (2026-11-30: memcheck with 6-8 test threads, 231 s for 32 of the 35 tests in three partial runs):
-# with a 10-minute limit per call, run them in separate calls.
+# Logs go to $OUT (or ./gpu-out). On an H200 `tests` takes 7-8 minutes on a cold kernel cache
+# (`gpu_matrix`, `gpu_graph`, `gpu_dependent` about 6, the others about 2); where a call is limited to
+# 10 minutes, split it with test name filters (`tests gpu_matrix gpu_graph gpu_dependent`, then
+# `tests gpu_long gpu_tile gpu_stream gpu_atomic gpu_split_k gpu_cluster gpu_batch`). `sanitize` takes
+# a few minutes on a warm cache, more on a cold one.
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"
 what="${1:-all}"
@@ -37,8 +36,7 @@ run_tests() {
 sanitize() {
   t=$(ls .gpu/gpu_correctness-* | head -n 1)
   echo "== compute-sanitizer memcheck (reduced set: every test, HUMMING_GPU_QUICK=1)"
-  # Tests in parallel: one at a time, four tests took more than 330 s on the H200; 6-8 at a time,
-  # 32 tests took 231 s.
+  # Tests in parallel: one at a time, the suite takes far longer under the sanitizer.
   HUMMING_GPU_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" --test-threads=8 --nocapture 2>&1 \
     | tee "$out/sanitizer.log" | tail -n 15; s=${PIPESTATUS[0]}
   [ "$s" = 0 ] || rc=1
@@ -49,9 +47,9 @@ sanitize() {
 races() {
   t=$(ls .gpu/gpu_correctness-* | head -n 1)
   for tool in racecheck synccheck; do
-    echo "== compute-sanitizer $tool (gpu_cluster_split_k, gpu_stream_k, gpu_atomic_split_k, gpu_tile_kind_3/7/11/13/16/17, HUMMING_GPU_QUICK=1)"
+    echo "== compute-sanitizer $tool (gpu_cluster_split_k, gpu_stream_k, gpu_atomic_split_k, gpu_split_k_partials_beyond_f16, gpu_tile_kind_3/7/11/13/16/17, HUMMING_GPU_QUICK=1)"
     HUMMING_GPU_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 --nocapture \
-      gpu_cluster_split_k gpu_stream_k gpu_atomic_split_k gpu_tile_kind_3 gpu_tile_kind_7 gpu_tile_kind_11 gpu_tile_kind_13 gpu_tile_kind_16 gpu_tile_kind_17 2>&1 | tee "$out/$tool.log" | tail -n 6; s=${PIPESTATUS[0]}
+      gpu_cluster_split_k gpu_stream_k gpu_atomic_split_k gpu_split_k_partials_beyond_f16 gpu_tile_kind_3 gpu_tile_kind_7 gpu_tile_kind_11 gpu_tile_kind_13 gpu_tile_kind_16 gpu_tile_kind_17 2>&1 | tee "$out/$tool.log" | tail -n 6; s=${PIPESTATUS[0]}
     [ "$s" = 0 ] || rc=1
   done
 }

@@ -16,7 +16,7 @@
 //! ```toml
 //! [dependencies]
 //! humming = { path = "path/to/this/repo" }   # not published yet
-//! cudarc = { version = "0.19.10", default-features = false, features = ["std", "driver", "nvrtc", "cublas", "f16", "dynamic-loading", "cuda-13000"] }
+//! cudarc = { version = "0.19.10", default-features = false, features = ["std", "driver", "nvrtc", "cublas", "f16", "cuda-13000"] }
 //!
 //! [build-dependencies]
 //! humming-build = { path = "path/to/this/repo/humming-build" }

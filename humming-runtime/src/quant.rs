@@ -15,9 +15,9 @@
 //!
 //! Supported descriptors (what [`QuantizedWeights::from_parts`] and [`QuantizedWeights::quantize`]
 //! accept, the same set the code generator emits): `a` is `f16` or `bf16`; the scale dtype equals `a`;
-//! `b` is `u1..=u8` or `i2..=i8`; the scale is per channel or per group (any group size ≥ 1; the kernel
-//! itself needs a power of two ≥ 16); zero points (integer or float) only with unsigned codes; no
-//! secondary scale.
+//! `b` is `u1..=u8` or `i2..=i8`; the scale is per channel or per group (the one group-size rule,
+//! [`humming_spec::layout::check_group_size`]: a power of two of at least 16); zero points (integer or
+//! float) only with unsigned codes; no secondary scale.
 
 use crate::error::{Result, invalid};
 use crate::kernel::Element;
@@ -554,13 +554,14 @@ pub(crate) fn check_spec(spec: &KernelSpec) -> Result<()> {
     }
     match spec.scale.granularity {
         ScaleGranularity::Channel => {}
-        ScaleGranularity::Group { size } if size > 0 => {}
+        ScaleGranularity::Group { size } => {
+            humming_spec::layout::check_group_size(size, spec.a)
+                .map_err(|e| invalid("spec", e.to_string()))?;
+        }
         g => {
             return Err(invalid(
                 "spec",
-                format!(
-                    "scale granularity {g:?} is not supported; expected channel or group(G) with G >= 1"
-                ),
+                format!("scale granularity {g:?} is not supported; expected channel or group(G)"),
             ));
         }
     }

@@ -540,8 +540,7 @@ fn several_row_blocks_take_the_tile_of_least_work_per_sm() {
     );
     assert_eq!(least_wave_work(&[], 4096, 132), None);
     // The whole choice on the default tiles, as a launch on 132 SMs makes it (split-K on, automatic
-    // splits, CTAs per SM from the code generator's launch bounds): the launches measured on the H200
-    // (sixteenth session).
+    // splits, CTAs per SM from the code generator's launch bounds): the launches measured on an H200.
     let s = spec("a: f16, b: i4, scale: group(128)");
     let tiles: Vec<(TileConfig, usize)> = humming_runtime::spec::tiles::tiles_of(&s)
         .into_iter()

@@ -453,9 +453,12 @@ fn from_parts_errors() {
     let mut s = spec;
     s.scale.granularity = ScaleGranularity::Tensor;
     assert_eq!(arg_of(build(&s, n, k, ok())), "spec");
-    let mut s = spec;
-    s.scale.granularity = ScaleGranularity::Group { size: 0 };
-    assert_eq!(arg_of(build(&s, n, k, ok())), "spec");
+    // The one group-size rule (humming_spec::layout::check_group_size): a power of two of at least 16.
+    for size in [0, 8, 24, 100] {
+        let mut s = spec;
+        s.scale.granularity = ScaleGranularity::Group { size };
+        assert_eq!(arg_of(build(&s, n, k, ok())), "spec", "group {size}");
+    }
     let mut s = spec;
     s.scale2 = Some(s.scale);
     assert_eq!(arg_of(build(&s, n, k, ok())), "spec");

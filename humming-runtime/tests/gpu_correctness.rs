@@ -1299,7 +1299,7 @@ fn gpu_graph_replay() {
 /// keeps a scale row across stages, and K = 576 ends in a partial group. One test per width (3, 4 and
 /// 8: one, two and bf16's f32 dequant path) and zero-point kind, each over both group sizes, f16 and
 /// bf16, so that they run in parallel (as one test, 36 kernels compiled one after the other on a cold
-/// cache took more than 330 s on the H200).
+/// cache).
 fn long_groups_for(bits: u32, zp: Zp) {
     let name = format!("gpu_long_groups_w{bits}_{zp:?}");
     let Some(stream) = gpu_or_skip(&name) else {

@@ -222,8 +222,7 @@ fn validation_rules() {
 
 /// The default tile compiled for two CTAs per SM (the 16-row `mma.sync` tile) is left out where two
 /// CTAs' shared memory does not fit (8-bit weights; float offsets with sm_80's 164 KiB), and kept for
-/// 4-bit weights on sm_80 + sm_90a. (The 64-row `wgmma` tile of 128 channels was one too until the
-/// eleventh session; it now runs one CTA per SM with a producer warpgroup.)
+/// 4-bit weights on sm_80 + sm_90a.
 #[test]
 fn default_two_cta_tiles_only_where_they_fit() {
     let two = |fields: &str| -> Vec<(u16, Mma)> {

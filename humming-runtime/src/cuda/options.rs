@@ -26,11 +26,10 @@ pub enum Reduction {
     Deterministic,
     /// Each split adds its outputs into C with f16 atomics, where the tile can (the `wgmma` tiles
     /// that stage C in shared memory, and the 8-row tile where its launch has more CTAs than SMs on
-    /// compute capability 9.x; f16 C, no bias or epilogue): faster where the splits' partials are
-    /// large (up to 2x at M = 256 on an H200), but the last bits of C vary from launch to launch,
-    /// each split adds two f16 roundings, and a split's partial beyond the f16 range makes its
-    /// outputs `inf` even where the sum would fit. Like vLLM's `use_atomic_add`, for callers who
-    /// know their partial sums stay within f16.
+    /// compute capability 9.x; f16 C, no bias or epilogue): no split waits for another's partial,
+    /// but the last bits of C vary from launch to launch, each split adds two f16 roundings, and a
+    /// split's partial beyond the f16 range makes its outputs `inf` even where the sum would fit.
+    /// Like vLLM's `use_atomic_add`: for callers who know their partial sums stay within f16.
     AtomicF16,
 }
 
