@@ -91,9 +91,8 @@ fn locate_image(decl: &Declaration, spec: &KernelSpec, out_dir: Option<&Path>) -
         let msg = format!(
             "`{name}` needs the fatbin the build script compiles, but this crate has no build script \
              (OUT_DIR is not set); add a `build.rs` with `fn main() {{ humming_build::build(); }}` \
-             and `[build-dependencies] humming-build = \"{}.{}\"` to Cargo.toml",
-            env!("CARGO_PKG_VERSION_MAJOR"),
-            env!("CARGO_PKG_VERSION_MINOR"),
+             and humming-build to `[build-dependencies]` in Cargo.toml, from the same place as \
+             humming (e.g. `humming-build = {{ path = \"<humming>/humming-build\" }}`)"
         );
         return Image::Missing(Some(syn::Error::new(name.span(), msg)));
     };
