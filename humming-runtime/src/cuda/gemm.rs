@@ -33,8 +33,8 @@ pub enum ModuleSource {
     Nvrtc,
 }
 
+/// The entry point of one loaded tile (`Gemm::infos[i]` describes it).
 struct LoadedTile {
-    info: TileInfo,
     func: CudaFunction,
     smem: u32,
 }
@@ -79,6 +79,9 @@ pub struct Gemm<A: Element, C: Element> {
     name: String,
     spec: KernelSpec,
     tiles: Vec<LoadedTile>,
+    /// What the planner knows of each loaded tile, in the order of `tiles` (a slice of its own, so
+    /// that planning a launch allocates nothing).
+    infos: Vec<TileInfo>,
     source: ModuleSource,
     device: DeviceInfo,
     options: LaunchOptions,
@@ -214,6 +217,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             )
             .map_err(driver_err("reading the shared-memory limit"))? as u32;
         let mut tiles = Vec::new();
+        let mut infos = Vec::new();
         let mut wgmma_skipped = 0;
         for (i, tile) in tiles_of(&spec).into_iter().enumerate() {
             let smem = smem_bytes(&spec, &tile);
@@ -252,16 +256,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
                         .unwrap_or(0);
                 }
             }
-            tiles.push(LoadedTile {
-                info: TileInfo {
-                    tile,
-                    ctas_per_sm,
-                    staged,
-                    atomic: atomic_split_k(&spec, &tile),
-                    max_clusters,
-                },
-                func,
-                smem,
+            tiles.push(LoadedTile { func, smem });
+            infos.push(TileInfo {
+                tile,
+                ctas_per_sm,
+                staged,
+                atomic: atomic_split_k(&spec, &tile),
+                max_clusters,
             });
         }
         if tiles.is_empty() {
@@ -286,6 +287,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             name: name.to_string(),
             spec,
             tiles,
+            infos,
             source: how,
             device: DeviceInfo {
                 sms,
@@ -391,7 +393,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// The tiles available on this device, in declaration order, with their occupancy.
     pub fn tiles(&self) -> Vec<TileInfo> {
-        self.tiles.iter().map(|t| t.info).collect()
+        self.infos.clone()
     }
 
     /// Packs quantized weights into the kernel layout and uploads them.
@@ -433,10 +435,6 @@ impl<A: Element, C: Element> Gemm<A, C> {
             scales,
             zeros,
         })
-    }
-
-    fn tile_infos(&self) -> impl Iterator<Item = TileInfo> + '_ {
-        self.tiles.iter().map(|t| t.info)
     }
 
     /// Device pointers of the split-K buffers a plan needs (partials, tickets; 0 for each it does
@@ -492,8 +490,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     /// are summed, programmatic launch. Pure: computed on the host.
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
         let g = self.gemm;
-        let infos: Vec<TileInfo> = g.tile_infos().collect();
-        plan_launch(&infos, &g.device, &self.options, (m, n, k))
+        plan_launch(&g.infos, &g.device, &self.options, (m, n, k))
     }
 
     /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
@@ -509,14 +506,14 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             }
         }
         let g = self.gemm;
-        let infos: Vec<TileInfo> = g.tile_infos().collect();
+        let infos = &g.infos;
         let options = LaunchOptions {
             cluster_reduction: false,
             ..self.options
         };
-        let mut need = plan_launch(&infos, &g.device, &options, (1, n, k));
+        let mut need = plan_launch(infos, &g.device, &options, (1, n, k));
         for m in 2..=max_m.max(1) {
-            let p = plan_launch(&infos, &g.device, &options, (m, n, k));
+            let p = plan_launch(infos, &g.device, &options, (m, n, k));
             need.workspace_floats = need.workspace_floats.max(p.workspace_floats);
             need.tickets = need.tickets.max(p.tickets);
         }
