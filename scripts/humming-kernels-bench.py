@@ -20,15 +20,24 @@ Method (the same as examples/bench.rs, so that the two runs compare):
 - cuBLAS: torch.matmul (x @ W.T) in fp16 on the unquantized copies, the same way;
 - the DRAM floor: (packed weights + scales + A + C bytes) / the device-to-device copy bandwidth
   measured in the same run with a --copy-gib (4) GiB copy, counting bytes read and written;
-- a check: the relative Frobenius error of the first and the last copy's output against
-  x.float() @ W.float().T (humming-kernels' quantization error; NaN or > 0.25 marks the row not ok).
+- checks: the relative Frobenius error of the first and the last copy's output against
+  x.float() @ W.float().T (humming-kernels' quantization error; NaN or > 0.25 marks the row not ok),
+  and of the first copy's output against torch.matmul in fp16 of x and the dequantized weights
+  (humming-kernels' own dequantization of what it packed; NaN or > 0.02 marks the row not ok).
 
-Formats come from the FORMATS table below (weight dtype, group size, activation dtype); only W4A16 is
-implemented: humming-kernels' "uint4" (symmetric: it stores q + 8 and computes s * (q - 8)), group 128,
-fp16 scales and fp16 activations, which is our `w4a16` (`b: i4`).
+Formats come from the FORMATS table below, all with fp16 activations; --formats takes the table's keys
+or our names (in parentheses, as in examples/bench.rs's --kernels):
+- uint4:128 (w4a16): humming-kernels' "uint4" (symmetric: it stores q + 8 and computes s * (q - 8)),
+  group 128, fp16 scales, which is our `w4a16` (`b: i4`). The default.
+- e4m3:channel (w8a16_e4m3): "float8e4m3" weights, one fp16 scale per output channel (W8A16 FP8);
+- mxfp4: "float4e2m1" weights, an e8m0 (power of two) scale per 32 along K (OCP MX);
+- nvfp4: "float4e2m1" weights, an e4m3 scale per 16 along K and one f32 tensor scale;
+- mxfp8: "float8e4m3" weights, an e8m0 scale per 32; mxfp6: "float6e2m3" weights, an e8m0 scale per 32.
+The layers are built as in /work/shared/bench/humming_py_bench_ext.py (weight_config "dtype",
+"group_size", "scale_dtype", "scale_2_type").
 
     python3 scripts/humming-kernels-bench.py [--shapes 4096x4096,...] [--ms 1,8,...]
-                                             [--formats uint4:128] [--out DIR] [--dry-run]
+                                             [--formats uint4:128,mxfp4,...] [--out DIR] [--dry-run]
 
 Needs PyTorch with CUDA and humming-kernels (scripts/fetch-bench-wheels.sh downloads its wheel;
 scripts/bench-h200.sh installs it on the GPU machine). --dry-run prints the planned cases and needs
@@ -36,10 +45,14 @@ neither (nor a GPU). Output: humming_py_bench.json in --out (default $OUT, else 
 rewritten after every shape; exit status 1 if a case failed or its check did not pass, 2 on a usage
 or environment error.
 
-JSON: {"copy_bw_tbs": TB/s, "meta": {...}, "errors": [...], "rows": [{"w": "uint4", "g": 128,
-"a": "float16", "n", "k", "m", "humming_us", "cublas_us", "floor_us", "rel_err_vs_fp16", "ok", ...}]}.
-examples/bench.rs matches a row on n, k, m, g and the bits in w (the digits after its letters) and
-reads humming_us and cublas_us (shown as "cuBLAS (torch)"), and copy_bw_tbs; the rest is for people.
+JSON: {"copy_bw_tbs": TB/s, "meta": {...}, "errors": [...], "rows": [{"format": "w4a16", "w": "uint4",
+"g": 128, "a": "float16", "bits": 4, "scale_dtype": "float16", "tensor_scale": false, "n", "k", "m",
+"humming_us", "cublas_us", "floor_us", "weight_bytes", "rel_err_vs_fp16", "rel_err_vs_dequant", "ok",
+...}]}. "format" is our kernel name; "w" is humming-kernels' weight dtype; "g" is the scale group along
+K, 0 for a per-channel scale; weight_bytes = packed weights + scales (+ the 4-byte tensor scale), the
+weight part of floor_us. examples/bench.rs matches a row on n, k, m, g and the bits in w (the digits
+after its letters: none for the float dtypes, so it matches only the integer rows today) and reads
+humming_us and cublas_us (shown as "cuBLAS (torch)"), and copy_bw_tbs; the rest is for people.
 """
 
 import argparse
@@ -61,29 +74,55 @@ MAX_REL_ERR = 0.25
 class Format:
     """One quantization format of humming-kernels, as this driver runs it."""
 
-    name: str  # our name for it (as in examples/bench.rs's --kernels)
-    weight_dtype: str  # humming-kernels' weight dtype ("uint4", ...): the JSON's "w"
-    group: int  # weight scale group size along K: the JSON's "g"
+    name: str  # our name for it (as in examples/bench.rs's --kernels): the JSON's "format"
+    weight_dtype: str  # humming-kernels' weight dtype ("uint4", "float4e2m1", ...): the JSON's "w"
+    group: int  # weight scale group size along K, 0 for one scale per output channel: the JSON's "g"
     act_dtype: str  # activation dtype (a torch dtype name): the JSON's "a"
-    scale_bytes: int = 2  # bytes per weight scale (fp16 scales)
+    bits: int  # bits per weight
+    scale_dtype: str = "float16"  # humming-kernels' scale dtype ("float16": the activations' dtype)
+    scale_bytes: int = 2  # bytes per weight scale
+    tensor_scale: bool = False  # a second, f32 per-tensor scale (NVFP4)
 
-    @property
-    def bits(self):
-        # The merge reads the bits as the digits after the letters of "w".
-        return int(self.weight_dtype.lstrip("abcdefghijklmnopqrstuvwxyz"))
+    def weight_config(self):
+        """HummingLayer's weight_config, as humming_py_bench_ext.py gives it."""
+        c = {"dtype": self.weight_dtype}
+        if self.group:
+            c["group_size"] = self.group
+        if self.scale_dtype != "float16":
+            c["scale_dtype"] = self.scale_dtype
+        if self.tensor_scale:
+            c["scale_2_type"] = "tensor"
+        return c
+
+    def label(self):
+        scale = f"g{self.group}" if self.group else "channel"
+        return (f"{self.weight_dtype} {scale} {self.scale_dtype} scales"
+                + (" + f32 tensor scale" if self.tensor_scale else ""))
 
     def packed_bytes(self, n, k):
         """Weight and scale bytes that one launch reads once (the DRAM floor's weight part)."""
-        return n * k * self.bits // 8 + n * (k // self.group) * self.scale_bytes
+        groups = k // self.group if self.group else 1
+        return n * k * self.bits // 8 + n * groups * self.scale_bytes + (4 if self.tensor_scale else 0)
 
 
-# The formats this driver knows, by the name --formats takes ("weight dtype:group size").
+# The formats this driver knows, by the name --formats takes (our names are accepted too: ALIASES).
 # Another format is one more entry here (and, if its activations are not fp16, an input_config in
 # make_layer; examples/bench.rs matches rows on w, g, n, k and m only, so a second activation dtype
 # with the same weights also needs the merge to read "a").
+E8M0 = dict(scale_dtype="float8e8m0", scale_bytes=1)
 FORMATS = {
-    "uint4:128": Format(name="w4a16", weight_dtype="uint4", group=128, act_dtype="float16"),
+    "uint4:128": Format(name="w4a16", weight_dtype="uint4", group=128, act_dtype="float16", bits=4),
+    "e4m3:channel": Format(name="w8a16_e4m3", weight_dtype="float8e4m3", group=0, act_dtype="float16",
+                           bits=8),
+    "mxfp4": Format(name="mxfp4", weight_dtype="float4e2m1", group=32, act_dtype="float16", bits=4, **E8M0),
+    "nvfp4": Format(name="nvfp4", weight_dtype="float4e2m1", group=16, act_dtype="float16", bits=4,
+                    scale_dtype="float8e4m3", scale_bytes=1, tensor_scale=True),
+    "mxfp8": Format(name="mxfp8", weight_dtype="float8e4m3", group=32, act_dtype="float16", bits=8, **E8M0),
+    "mxfp6": Format(name="mxfp6", weight_dtype="float6e2m3", group=32, act_dtype="float16", bits=6, **E8M0),
 }
+ALIASES = {f.name: key for key, f in FORMATS.items() if f.name != key}
+# The output of a row is checked against the fp16 product with the dequantized weights to this.
+MAX_REL_ERR_DEQUANT = 0.02
 
 
 def die(msg, code=2):
@@ -102,7 +141,8 @@ def parse_args(argv):
     p.add_argument(
         "--formats",
         default=DEFAULT_FORMATS,
-        help="weight dtype:group size, comma separated; known: " + ", ".join(FORMATS),
+        help="formats, comma separated; known: " + ", ".join(FORMATS) + " (or our names: "
+        + ", ".join(ALIASES) + ")",
     )
     p.add_argument("--out", default=None, help="folder for humming_py_bench.json [default: $OUT, else .]")
     p.add_argument("--trials", type=int, default=15, help="timed graph replays per case (median reported)")
@@ -128,14 +168,17 @@ def parse_args(argv):
         ms.append(int(s))
     formats = []
     for s in filter(None, (x.strip() for x in a.formats.split(","))):
-        if s not in FORMATS:
-            die(f"--formats: {s!r} is not a known format; known: {', '.join(FORMATS)}")
-        formats.append(FORMATS[s])
+        key = ALIASES.get(s, s)
+        if key not in FORMATS:
+            die(f"--formats: {s!r} is not a known format; known: {', '.join(FORMATS)} "
+                f"(or {', '.join(ALIASES)})")
+        if FORMATS[key] not in formats:
+            formats.append(FORMATS[key])
     if not shapes or not ms or not formats:
         die("--shapes, --ms and --formats must each name at least one value")
     for f in formats:
         for n, k in shapes:
-            if k % f.group:
+            if f.group and k % f.group:
                 die(f"--shapes: K = {k} of {n}x{k} is not a multiple of {f.name}'s group {f.group}")
     for name in ("trials", "reps", "rotate_mib", "max_copies", "copy_gib"):
         if getattr(a, name) < 1:
@@ -165,7 +208,7 @@ def dry_run(args):
         for n, k in args.shape_list:
             wb, fb = f.packed_bytes(n, k), n * k * 2
             c, fc = copies_for(wb, args), copies_for(fb, args)
-            print(f"{f.name} ({f.weight_dtype} g{f.group}, {f.act_dtype} activations) N={n} K={k}: "
+            print(f"{f.name} ({f.label()}, {f.act_dtype} activations) N={n} K={k}: "
                   f"{c} humming copies of {wb / 2**20:.1f} MiB ({launches_for(c, args)} launches per graph)"
                   + ("" if args.no_cublas else
                      f", {fc} fp16 copies of {fb / 2**20:.1f} MiB ({launches_for(fc, args)} launches)"))
@@ -179,10 +222,11 @@ def dry_run(args):
 
 torch = None
 HummingLayer = None
+HummingWeightSchema = None
 
 
 def import_deps():
-    global torch, HummingLayer
+    global torch, HummingLayer, HummingWeightSchema
     try:
         import torch as _torch
     except Exception as e:  # noqa: BLE001
@@ -195,6 +239,7 @@ def import_deps():
     try:
         import humming
         from humming.layer import HummingLayer as _HummingLayer
+        from humming.schema import HummingWeightSchema as _HummingWeightSchema
     except Exception as e:  # noqa: BLE001
         missing = getattr(e, "name", None)
         if isinstance(e, ImportError) and missing and missing.split(".")[0] != "humming":
@@ -206,20 +251,28 @@ def import_deps():
                     "scripts/bench-h200.sh installs it and puts it on PYTHONPATH)")
         die(f"humming-kernels cannot be imported ({type(e).__name__}: {e}); {hint}")
     HummingLayer = _HummingLayer
+    HummingWeightSchema = _HummingWeightSchema
     return getattr(humming, "__version__", "unknown")
 
 
-def make_layer(f, n, k, w):
-    """One humming-kernels layer holding W quantized in format f, ready to run."""
+def new_layer(f, n, k):
     if f.act_dtype != "float16":
         raise NotImplementedError(f"{f.name}: activations other than float16 are not implemented")
-    layer = HummingLayer(
-        shape_n=n,
-        shape_k=k,
-        weight_config={"dtype": f.weight_dtype, "group_size": f.group},
-        torch_dtype=torch.float16,
-    ).cuda()
-    layer.load_from_unquantized(w)
+    return HummingLayer(shape_n=n, shape_k=k, weight_config=f.weight_config(), torch_dtype=torch.float16).cuda()
+
+
+def quantize(f, n, k, w):
+    """W quantized by humming-kernels in format f (what load_from_unquantized loads), and its dequantization
+    in fp16 by humming-kernels (the weights the kernel should multiply by)."""
+    schema = new_layer(f, n, k).weight_schema
+    tensors = HummingWeightSchema.quant_tensor(w, schema, torch.float16)
+    return tensors, schema.dequant_tensors(tensors).to(torch.float16)
+
+
+def make_layer(f, n, k, tensors):
+    """One humming-kernels layer holding the quantized tensors of format f, ready to run."""
+    layer = new_layer(f, n, k)
+    layer.load_from_tensors(tensors)
     layer.transform()
     return layer
 
@@ -325,7 +378,9 @@ def bench_shape(f, n, k, args, bw, result):
     w = torch.randn((n, k), dtype=torch.float16, device="cuda") * 0.02
     wb = f.packed_bytes(n, k)
     copies = copies_for(wb, args)
-    layers = [make_layer(f, n, k, w) for _ in range(copies)]
+    tensors, w_deq = quantize(f, n, k, w)
+    layers = [make_layer(f, n, k, tensors) for _ in range(copies)]
+    del tensors
     fp = [] if args.no_cublas else [w] + [w.clone() for _ in range(copies_for(n * k * 2, args) - 1)]
     torch.cuda.synchronize()
     prep = time.time() - t0
@@ -336,29 +391,34 @@ def bench_shape(f, n, k, args, bw, result):
         ref = xs[0].float() @ w.float().t()
         err = rel_err(layers[0](xs[0]), ref)
         err_last = rel_err(layers[-1](xs[0]), ref)
+        err_deq = rel_err(layers[0](xs[0]), torch.matmul(xs[0], w_deq.t()).float())
         ok = all(e is not None and e <= MAX_REL_ERR for e in (err, err_last))
+        ok = ok and err_deq is not None and err_deq <= MAX_REL_ERR_DEQUANT
         th = time_us([lambda i=i: layers[i](xs[i]) for i in range(copies)], args)
         tc = None
         if fp:
             tc = time_us([lambda i=i: torch.matmul(xs[i], fp[i].t()) for i in range(len(fp))], args)
         floor_us = (wb + m * k * 2 + m * n * 2) / bw * 1e6
         row = dict(
-            format=f.name, w=f.weight_dtype, g=f.group, a=f.act_dtype, n=n, k=k, m=m,
+            format=f.name, w=f.weight_dtype, g=f.group, a=f.act_dtype, bits=f.bits, scale_dtype=f.scale_dtype,
+            tensor_scale=f.tensor_scale, n=n, k=k, m=m,
             humming_us=th["median_us"], cublas_us=tc["median_us"] if tc else None, floor_us=floor_us,
-            rel_err_vs_fp16=err, rel_err_last_copy=err_last, ok=ok,
+            rel_err_vs_fp16=err, rel_err_last_copy=err_last, rel_err_vs_dequant=err_deq, ok=ok,
             humming=th, cublas=tc, weight_bytes=wb, layer_param_bytes=layer_bytes(layers[0]), prep_s=prep,
         )
         result["rows"].append(row)
         ctxt = f"cublas {tc['median_us']:8.1f}us  x{tc['median_us'] / th['median_us']:5.2f}  " if tc else ""
-        print(f"{f.weight_dtype:6s} g{f.group:<4d} N={n:6d} K={k:6d} M={m:5d}  humming {th['median_us']:8.1f}us"
+        print(f"{f.name:10s} N={n:6d} K={k:6d} M={m:5d}  humming {th['median_us']:8.1f}us"
               f"{'' if th['timing'] == 'graph' else ' (events)'}  {ctxt}floor {floor_us:6.1f}us "
               f"({floor_us / th['median_us'] * 100:4.0f}%)  err {err if err is not None else float('nan'):.2e}"
+              f" (vs dequant {err_deq if err_deq is not None else float('nan'):.2e})"
               f"{'' if ok else '  NOT OK'}", flush=True)
         if not ok:
             result["errors"].append(dict(where=f"{f.name} {n}x{k} M={m}",
-                                         error=f"relative error {err} / {err_last} (limit {MAX_REL_ERR})"))
+                                         error=f"relative error {err} / {err_last} (limit {MAX_REL_ERR}), "
+                                         f"{err_deq} vs the dequantized weights (limit {MAX_REL_ERR_DEQUANT})"))
         del xs, ref
-    del layers, fp, w
+    del layers, fp, w, w_deq
     torch.cuda.empty_cache()
 
 
@@ -393,6 +453,8 @@ def main(argv):
                 "times: median per launch over trials graph replays; floor_us = (weight_bytes + A + C bytes) "
                 "/ copy_bw, copy_bw counting bytes read + written",
                 "cublas_us: torch.matmul in fp16 on the unquantized weights",
+                "rel_err_vs_fp16: against x.float() @ W.float().T (unquantized W); rel_err_vs_dequant: against "
+                "torch.matmul(x, W_deq.T) in fp16, W_deq = humming-kernels' dequantization of the packed weights",
             ],
         ),
         errors=[],
