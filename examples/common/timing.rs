@@ -67,10 +67,14 @@ pub fn capture(
             break;
         }
     }
+    // An error that cudarc stored during the capture (from a drop) would make end_capture return it
+    // before ending the capture: take it first, so that the stream always leaves capture mode.
+    let stored = stream.context().check_err();
     let graph = stream.end_capture(sys::CUgraphInstantiate_flags(0));
     if let Some(e) = failed {
         return Err(e);
     }
+    stored?;
     graph?.ok_or_else(|| "the stream capture gave no graph".into())
 }
 

@@ -50,8 +50,9 @@ pub enum Error {
         found: String,
     },
     /// The tensor's GGML type cannot be used for what was asked: converted to quantized weights
-    /// (supported: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), dequantized (also F32, F16, BF16) or read as floats
-    /// (F32, F16, BF16).
+    /// (supported: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), dequantized (also F32, F16, BF16, the K-quants
+    /// Q2_K..Q6_K, IQ4_NL, IQ4_XS), decoded into two levels (Q2_K..Q6_K, IQ4_NL, IQ4_XS) or read as
+    /// floats (F32, F16, BF16).
     #[error(
         "tensor `{tensor}` has GGML type {ty}, which is not supported here; supported: {supported}"
     )]
@@ -82,6 +83,38 @@ pub enum Error {
         tensor: String,
         /// What is wrong.
         msg: String,
+    },
+    /// The weights do not make whole blocks of their type: `len` weights along a row (K of an
+    /// `[N, K]` matrix, or all of a flat buffer) are not a multiple of the block (32, or 256 for the
+    /// K-quants and IQ4_XS). ggml cannot store such a row in that type at all.
+    #[error(
+        "tensor `{tensor}`: {len} weights along K are not a multiple of the {ty} block of {block}"
+    )]
+    BlockMultiple {
+        /// The tensor's name (empty when a raw buffer was given without a name).
+        tensor: String,
+        /// Its type.
+        ty: GgmlType,
+        /// The row length (or element count) found.
+        len: usize,
+        /// Weights per block of `ty`.
+        block: usize,
+    },
+    /// The byte buffer does not hold exactly the blocks of the weights it should hold.
+    #[error(
+        "tensor `{tensor}`: {n_elements} weights of {ty} take {expected} bytes, found {found} bytes"
+    )]
+    ByteCount {
+        /// The tensor's name (empty when a raw buffer was given without a name).
+        tensor: String,
+        /// Its type.
+        ty: GgmlType,
+        /// The number of weights.
+        n_elements: usize,
+        /// The bytes they take (saturated at `usize::MAX`).
+        expected: usize,
+        /// The bytes given.
+        found: usize,
     },
     /// The quantized parts read from the tensor were rejected by
     /// [`humming_runtime::QuantizedWeights::from_parts`] or

@@ -4,8 +4,11 @@
 //!   the tensor table, raw tensor bytes and F32/F16/BF16 tensors as `Vec<f32>`; memory-mapped.
 //! - [`convert`]: lossless conversion of GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 weight tensors into
 //!   [`QuantizedWeights`] (`[N, K]`, one f16 scale group per 32-weight block), for `f16` kernels.
-//! - [`ggml`]: ggml's own f32 dequantization of those blocks, the independent oracle of the
-//!   conversion (they agree bit for bit).
+//! - [`ggml`]: ggml's own f32 dequantization of those blocks and of the K-quants (Q2_K..Q6_K) and
+//!   IQ4_NL / IQ4_XS, the independent oracle of the conversion and of the two-level decode (they
+//!   agree bit for bit).
+//! - [`kquant`]: lossless decode of K-quant and IQ4 tensors into their two levels ([`TwoLevel`]:
+//!   codes, integer group scales and mins, f16 super-block factors).
 //! - [`checkpoint`]: plain safetensors checkpoints (F32/F16/BF16), quantized on load with
 //!   [`QuantizedWeights::quantize`].
 //! - [`llama`]: walking a llama-family model: which tensors are linear layers and of which kind,
@@ -29,6 +32,7 @@ pub mod convert;
 pub mod error;
 pub mod ggml;
 pub mod gguf;
+pub mod kquant;
 pub mod llama;
 pub mod model;
 
@@ -38,5 +42,6 @@ pub use error::{Error, Result};
 pub use ggml::ggml_dequantize;
 pub use gguf::{GgmlType, GgufFile, GgufTensor, MetaValue, TensorInfo};
 pub use humming_runtime::{QuantizedWeights, ZeroPoints};
+pub use kquant::{Levels, TwoLevel, TwoLevelLayout};
 pub use llama::{LinearKind, LinearLayer, LlamaModel};
 pub use model::{LlamaParams, smollm2_gguf_path};

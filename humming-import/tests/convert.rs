@@ -237,15 +237,35 @@ fn plain_types_dequantize() {
 #[test]
 fn dequantize_rejects_bad_lengths_and_types() {
     let e = ggml_dequantize(GgmlType::Q4_1, &[0; 20], 31).unwrap_err();
-    assert!(matches!(e, Error::Shape { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::BlockMultiple {
+                len: 31,
+                block: 32,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = ggml_dequantize(GgmlType::Q4_1, &[0; 21], 32).unwrap_err();
-    assert!(matches!(e, Error::Shape { .. }), "{e}");
-    let e = ggml_dequantize(GgmlType::Q6_K, &[0; 210], 256).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ByteCount {
+                expected: 20,
+                found: 21,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = ggml_dequantize(GgmlType::IQ2_XXS, &[0; 66], 256).unwrap_err();
     assert!(
         matches!(
             e,
             Error::UnsupportedTensorType {
-                ty: GgmlType::Q6_K,
+                ty: GgmlType::IQ2_XXS,
                 ..
             }
         ),
