@@ -15,10 +15,11 @@
 //!    tied LM head).
 //! 3. With a GPU: runs every layer on a batch of activations for each M of `--ms`, checks it against
 //!    the f64 CPU reference (`reference_gemm`, same quantized weights, same f16 activations), times it
-//!    with CUDA events, prints a table per layer kind and the total of one forward pass of the 210
-//!    layers, then runs block 0 (attention projections, host attention, MLP) on real token embeddings
-//!    and compares it with an f64 CPU implementation of the same block (the host steps and that check
-//!    are in `examples/common/llama_block.rs`).
+//!    with CUDA events, prints a table per layer kind and the time of one forward pass of the 210
+//!    layers, launched one by one and as one CUDA graph (captured once, replayed; its outputs must
+//!    equal the launches' bit for bit), then runs block 0 (attention projections, host attention,
+//!    MLP) on real token embeddings and compares it with an f64 CPU implementation of the same block
+//!    (the host steps and that check are in `examples/common/llama_block.rs`).
 //! 4. Without a GPU: runs the CPU reference on a subset of layers (checked against ggml's own f32
 //!    dequantization), runs block 0 with the CPU reference standing in for the kernels, says that the
 //!    GPU path was skipped and why, and exits 0.
@@ -37,7 +38,7 @@
 //! occurs, 2 when the model file is absent.
 
 use clap::Parser;
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaSlice, CudaStream};
 use humming::cuda::{self, DeviceWeights, Gemm};
 use humming::half::f16;
 use humming::reference::{reference_gemm_elements, to_f64};
@@ -66,7 +67,7 @@ mod common;
 use common::gguf_tokenizer;
 use common::llama_block::{Heads, block0, rmsnorm, silu_glu, to_f16, worse};
 use common::table::{Col, Table};
-use common::timing::{Res, events_us};
+use common::timing::{Res, capture, event_flags, events_us};
 
 /// The kernel that runs the tensors of each GGML type.
 const KERNELS: [(GgmlType, &str, KernelSpec); 2] = [
@@ -108,6 +109,9 @@ struct Args {
     /// Timed sweeps over all 210 layers (one forward pass each) per M.
     #[arg(long, default_value_t = 20)]
     sweeps: usize,
+    /// Timed replays per M of the forward pass captured as one CUDA graph.
+    #[arg(long, default_value_t = 200)]
+    replays: usize,
     /// Without a GPU: how many layers (block 0 first, in order q, k, v, output, gate, up, down) the CPU
     /// reference runs (at --cpu-m rows).
     #[arg(long, default_value_t = 7)]
@@ -377,6 +381,8 @@ struct Measured<'m> {
     head_timed: Vec<Timed>,
     /// One forward pass of the 210 layers per M of `--ms`, in microseconds.
     sweep_us: Vec<f64>,
+    /// The same forward pass as one CUDA graph per M of `--ms`, or why its capture or replay failed.
+    graph: Vec<Result<GraphPass, String>>,
     /// The 210 layers' packed weights, scales and offsets.
     layer_bytes: usize,
 }
@@ -441,16 +447,17 @@ fn measure<'m>(
     pb.finish_and_clear();
     let (timed, head_timed) = timed.into_iter().partition(|t| t.layer < head_at);
 
-    // One forward pass: all 210 layers back to back, each once, `sweeps` times.
+    // One forward pass: all 210 layers back to back, each once, `sweeps` times; then as one graph.
+    let (layers, bufs) = (&all[..head_at], &mut bufs[..head_at]);
     let mut sweep_us = Vec::new();
+    let mut graph = Vec::new();
     for &m in &args.ms {
         let us = events_us(s, 2, args.sweeps.max(1), || {
-            for (i, (a, c)) in bufs[..head_at].iter_mut().enumerate() {
-                gpu.gemm(all[i]).run(a, m, &dws[i], None, c)?;
-            }
-            Ok(())
+            forward(gpu, layers, &dws, bufs, m)
         })?;
         sweep_us.push(us);
+        let pass = graph_pass(gpu, layers, &dws, bufs, m, args.replays.max(1));
+        graph.push(pass.map_err(|e| e.to_string()));
     }
     Ok(Measured {
         all,
@@ -458,8 +465,132 @@ fn measure<'m>(
         timed,
         head_timed,
         sweep_us,
+        graph,
         layer_bytes,
     })
+}
+
+/// Activations and outputs of one layer on the GPU.
+type Bufs = (CudaSlice<f16>, CudaSlice<f16>);
+
+/// One forward pass: every layer of `layers` once, in order, at `m` rows.
+fn forward(
+    gpu: &Gpu,
+    layers: &[&LinearLayer],
+    dws: &[DeviceWeights],
+    bufs: &mut [Bufs],
+    m: usize,
+) -> Res<()> {
+    for ((l, dw), (a, c)) in layers.iter().zip(dws).zip(bufs) {
+        gpu.gemm(l).run(a, m, dw, None, c)?;
+    }
+    Ok(())
+}
+
+/// The forward pass at one M as one CUDA graph.
+struct GraphPass {
+    /// Microseconds per replay (CUDA events around `--replays` replays).
+    us: f64,
+    /// Output elements (the first `m` rows of every layer's C) compared with the launches', and how
+    /// many of them differ in any bit.
+    compared: usize,
+    mismatched: usize,
+}
+
+/// Outputs whose bits differ.
+fn bit_mismatches(a: &[f16], b: &[f16]) -> usize {
+    let differ = a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits());
+    differ.count() + a.len().abs_diff(b.len())
+}
+
+/// Captures [`forward`] at `m` rows (the same launches, buffers and options) once into a CUDA graph,
+/// checks that a replay writes the bits the launches one by one wrote, and times `replays` replays.
+fn graph_pass(
+    gpu: &Gpu,
+    layers: &[&LinearLayer],
+    dws: &[DeviceWeights],
+    bufs: &mut [Bufs],
+    m: usize,
+    replays: usize,
+) -> Res<GraphPass> {
+    let s = &gpu.stream;
+    // Nothing allocates in the capture: reserve() grows each kernel's split-K partials and tickets to
+    // cover M <= m beforehand (a launch allocates only if its plan needs more), and the deterministic
+    // reduction's last split resets its ticket to 0, so every replay starts from the captured state.
+    for l in layers {
+        gpu.gemm(l).reserve(m, l.weights.n(), l.weights.k())?;
+    }
+    let outputs = |bufs: &[Bufs]| -> Res<Vec<Vec<f16>>> {
+        let rows = layers.iter().zip(bufs);
+        rows.map(|(l, (_, c))| Ok(s.clone_dtoh(&c.slice(..m * l.weights.n()))?))
+            .collect()
+    };
+    forward(gpu, layers, dws, bufs, m)?;
+    let want = outputs(bufs)?;
+    let graph = capture(s, 1, 1, &mut |_| forward(gpu, layers, dws, bufs, m))?;
+    graph.upload()?;
+    // Poison C (f16 NaN), so that an output the replay did not write differs.
+    for (_, c) in bufs.iter_mut() {
+        s.memcpy_htod(&vec![f16::from_bits(0x7e01); c.len()], c)?;
+    }
+    graph.launch()?;
+    let got = outputs(bufs)?;
+    let compared = want.iter().map(Vec::len).sum();
+    let mismatched = want
+        .iter()
+        .zip(&got)
+        .map(|(w, g)| bit_mismatches(w, g))
+        .sum();
+    for _ in 0..2 {
+        graph.launch()?;
+    }
+    let e0 = s.record_event(event_flags())?;
+    for _ in 0..replays {
+        graph.launch()?;
+    }
+    let e1 = s.record_event(event_flags())?;
+    let us = f64::from(e0.elapsed_ms(&e1)?) * 1e3 / replays as f64;
+    Ok(GraphPass {
+        us,
+        compared,
+        mismatched,
+    })
+}
+
+/// The summary line of the forward pass at one M, launch by launch and as one CUDA graph.
+fn forward_line(
+    layers: usize,
+    m: usize,
+    sweep_us: f64,
+    graph: &Result<GraphPass, String>,
+) -> String {
+    let head =
+        format!("forward pass ({layers} layers, M = {m}): {sweep_us:.1} us launch by launch");
+    match graph {
+        Ok(g) => {
+            let check = if g.mismatched == 0 {
+                format!("replay = launches bit for bit ({} outputs)", g.compared)
+            } else {
+                format!(
+                    "FAIL: {} of {} replay outputs differ from the launches'",
+                    g.mismatched, g.compared
+                )
+            };
+            format!(
+                "{head}, {:.1} us as one CUDA graph ({:.2}x); {check}",
+                g.us,
+                sweep_us / g.us
+            )
+        }
+        Err(e) => format!("{head}; CUDA graph FAILED: {e}"),
+    }
+}
+
+/// Whether every graph replay ran and matched the launches bit for bit.
+fn graphs_pass(r: &Measured) -> bool {
+    r.graph
+        .iter()
+        .all(|g| g.as_ref().is_ok_and(|g| g.mismatched == 0))
 }
 
 fn gbs(bytes: usize, us: f64) -> f64 {
@@ -572,7 +703,7 @@ fn print_times(args: &Args, model: &LlamaModel, r: &Measured) -> Vec<String> {
         &"weight GB/s",
     ]);
     let mut totals = Vec::new();
-    for (&m, &sweep) in args.ms.iter().zip(&r.sweep_us) {
+    for ((&m, &sweep), graph) in args.ms.iter().zip(&r.sweep_us).zip(&r.graph) {
         let sum: f64 = r.timed.iter().filter(|t| t.m == m).map(|t| t.us).sum();
         table.print(&[
             &m,
@@ -581,13 +712,25 @@ fn print_times(args: &Args, model: &LlamaModel, r: &Measured) -> Vec<String> {
             &format!("{sweep:.1}"),
             &format!("{:.1}", gbs(r.layer_bytes, sweep)),
         ]);
-        totals.push(format!("M={m} {sweep:.0} us"));
+        let graph = match graph {
+            Ok(g) => format!(" ({:.0} us as one CUDA graph)", g.us),
+            Err(_) => " (CUDA graph failed)".to_owned(),
+        };
+        totals.push(format!("M={m} {sweep:.0} us{graph}"));
     }
     println!(
         "(per-layer timings re-read the same weights, which stay in the L2 cache, so their GB/s can \
          exceed DRAM bandwidth; the sweep runs the {head_at} layers in order, {} times, and reads each \
          layer's weights once per pass)",
         args.sweeps.max(1)
+    );
+    for ((&m, &sweep), graph) in args.ms.iter().zip(&r.sweep_us).zip(&r.graph) {
+        println!("{}", forward_line(head_at, m, sweep, graph));
+    }
+    println!(
+        "(the CUDA graph: the same {head_at} launches captured once per M and replayed {} times between \
+         two CUDA events)",
+        args.replays.max(1)
     );
     totals
 }
@@ -661,6 +804,7 @@ fn gpu_path(
 
     let pass = worst <= args.tol
         && worst_head <= args.tol
+        && graphs_pass(&measured)
         && block.worst_isolated <= args.tol
         && block.output <= args.block_tol;
     let verdict = if pass { "PASS" } else { "FAIL" };
@@ -669,12 +813,17 @@ fn gpu_path(
     println!();
     println!(
         "SUMMARY: {verdict} on {}: {layers} Q4_1 layers + the Q8_0 LM head checked at M={}; worst rel \
-         err {worst:.2e} (LM head {worst_head:.2e}, tol {:.0e}); forward pass of {layers} layers: {}; \
+         err {worst:.2e} (LM head {worst_head:.2e}, tol {:.0e}); forward pass of {layers} layers: {}{}; \
          block 0 output vs f64 {:.2e} (tol {:.0e}), its projections {:.2e}: {verdict}",
         ctx.name()?,
         ms.join(","),
         args.tol,
         totals.join(", "),
+        if graphs_pass(&measured) {
+            ", graph replays = launches bit for bit"
+        } else {
+            ", GRAPH CHECK FAILED"
+        },
         block.output,
         args.block_tol,
         block.worst_isolated,
@@ -859,6 +1008,47 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The graph check counts outputs that differ in any bit: -0 against +0 and two NaNs of different
+    /// payloads too, and a missing output.
+    #[test]
+    fn graph_check_is_bitwise() {
+        let h = |bits: &[u16]| bits.iter().map(|&b| f16::from_bits(b)).collect::<Vec<_>>();
+        let want = h(&[0x3c00, 0x0000, 0x7e00, 0xc000]);
+        assert_eq!(bit_mismatches(&want, &want), 0);
+        assert_eq!(
+            bit_mismatches(&want, &h(&[0x3c00, 0x8000, 0x7e01, 0xc000])),
+            2
+        );
+        assert_eq!(bit_mismatches(&want, &want[..3]), 1);
+    }
+
+    /// The forward-pass line: both times and their ratio, the check, or why the graph failed.
+    #[test]
+    fn forward_line_reads() {
+        let pass = |mismatched| {
+            Ok(GraphPass {
+                us: 312.4,
+                compared: 123_456,
+                mismatched,
+            })
+        };
+        assert_eq!(
+            forward_line(210, 1, 1046.2, &pass(0)),
+            "forward pass (210 layers, M = 1): 1046.2 us launch by launch, 312.4 us as one CUDA graph \
+             (3.35x); replay = launches bit for bit (123456 outputs)"
+        );
+        assert!(
+            forward_line(210, 1, 1046.2, &pass(7))
+                .ends_with("FAIL: 7 of 123456 replay outputs differ from the launches'")
+        );
+        let failed = forward_line(210, 16, 900.0, &Err("capture: not permitted".into()));
+        assert_eq!(
+            failed,
+            "forward pass (210 layers, M = 16): 900.0 us launch by launch; CUDA graph FAILED: \
+             capture: not permitted"
+        );
+    }
 
     /// The default prompt's token ids by the file's tokenizer, pinned.
     #[test]
