@@ -13,7 +13,8 @@
 //!   [`QuantizedWeights::quantize`].
 //! - [`llama`]: walking a llama-family model: which tensors are linear layers and of which kind,
 //!   all of them converted, the norm vectors and the attention geometry ([`LlamaModel`]).
-//! - [`model`]: the real test model (SmolLM2-135M-Instruct, GGUF Q4_1) and llama hyper-parameters.
+//! - [`model`]: the real test models (SmolLM2-135M-Instruct GGUF Q4_1, Gemma-3-270M GGUF Q4_K_M)
+//!   and llama hyper-parameters.
 //!
 //! ```no_run
 //! use humming_import::{GgufFile, to_quantized};
@@ -44,4 +45,4 @@ pub use gguf::{GgmlType, GgufFile, GgufTensor, MetaValue, TensorInfo};
 pub use humming_runtime::{QuantizedWeights, ZeroPoints};
 pub use kquant::{Levels, TwoLevel, TwoLevelLayout};
 pub use llama::{LinearKind, LinearLayer, LlamaModel};
-pub use model::{LlamaParams, smollm2_gguf_path};
+pub use model::{LlamaParams, gemma3_gguf_path, model_dir, smollm2_gguf_path};

