@@ -18,9 +18,9 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m.get("executable"): print(m["executable"])' \
     | while read -r exe; do cp "$exe" .gpu/; echo "built $(basename "$exe")"; done
 }
-build test --no-run -p humming-runtime --test gpu_correctness
-for t in tests/gpu_*.rs; do [ -f "$t" ] && build test --no-run --test "$(basename "$t" .rs)"; done
-for e in examples/*.rs; do [ -f "$e" ] && build build --example "$(basename "$e" .rs)"; done
+for t in humming-runtime/tests/gpu_*.rs; do build test --no-run -p humming-runtime --test "$(basename "$t" .rs)"; done
+for t in tests/gpu_*.rs; do if [ -f "$t" ]; then build test --no-run --test "$(basename "$t" .rs)"; fi; done
+for e in examples/*.rs; do if [ -f "$e" ]; then build build --example "$(basename "$e" .rs)"; fi; done
 cp scripts/gpu-run.sh .gpu/
 ls .whl/humming_kernels-*.whl >/dev/null 2>&1 \
   || echo "note: scripts/fetch-bench-wheels.sh fetches the humming-kernels wheel that bench-h200.sh needs" >&2

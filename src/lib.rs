@@ -103,6 +103,22 @@
 //! }
 //! ```
 //!
+//! **Float weights** `eXmY` (any signed minifloat of at most 8 bits whose exponent and mantissa fit A's
+//! dtype; `e0mY` are sign-magnitude integers), and the **scale kinds and dtypes** of FP8, MX and NVFP4
+//! checkpoints: channel, group, `block(N, K, f32)` and `tensor(f32)` scales in f16 / bf16 (A's dtype),
+//! `e4m3`, `e5m2`, `ue8m0` (group only) or f32 (block and tensor), with an optional f32 secondary
+//! scale per channel or per tensor (`scale2`) on top of a group scale:
+//!
+//! ```ignore
+//! humming::gemm! {
+//!     pub kernel Fp8Channel { a: bf16, b: e4m3, scale: channel(bf16) }
+//!     pub kernel Fp8Block { a: bf16, b: e4m3, scale: block(128, 128, f32) }
+//!     pub kernel Mxfp4 { a: bf16, b: e2m1, scale: group(32, ue8m0) }
+//!     pub kernel Nvfp4 { a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32) }
+//!     pub kernel Mxfp6 { a: bf16, b: e3m2, scale: group(32, ue8m0) }
+//! }
+//! ```
+//!
 //! A **bias** per output channel, in C's dtype:
 //!
 //! ```ignore

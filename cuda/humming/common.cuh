@@ -26,15 +26,16 @@ enum class ZeroPointKind : int { kNone = 0, kInteger = 1, kFloatOffset = 2 };
 enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGeluTanh = 4 };
 
 // Everything about the number formats of one kernel.
-template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_, bool kBias_,
-          EpilogueKind kEpilogue_>
+template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_,
+          bool kChannelScale_, bool kBias_, EpilogueKind kEpilogue_>
 struct QuantConfig {
   using T = T_;
   static constexpr int kBits = kBits_;
   static constexpr bool kSigned = kSigned_;
   static constexpr ZeroPointKind kZp = kZp_;
-  static constexpr int kGroup = kGroup_;  // 0: per-channel scale
-  static constexpr bool kScaleOnB = kScaleOnB_;
+  static constexpr int kGroup = kGroup_;  // K extent of a row of the scale grid on B; 0: none or per channel
+  static constexpr bool kScaleOnB = kScaleOnB_;  // a grid of A-dtype scales multiplies the weights
+  static constexpr bool kChannelScale = kChannelScale_;  // an f32 factor per channel multiplies C
   static constexpr bool kBias = kBias_;
   static constexpr EpilogueKind kEpilogue = kEpilogue_;
   static_assert(kBits >= 1 && kBits <= 8, "weight width must be 1..8 bits");

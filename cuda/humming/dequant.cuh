@@ -180,6 +180,9 @@ __device__ __forceinline__ u32 and_or(u32 a, u32 b, u32 c) {
   return d;
 }
 
+// 2^e as a float, at compile time.
+__host__ __device__ constexpr float pow2f(int e) { return e == 0 ? 1.0f : e > 0 ? 2.0f * pow2f(e - 1) : 0.5f * pow2f(e + 1); }
+
 // Bit pattern, in both halves of a pair, of a value that T represents exactly (small integers, powers
 // of two, their sums), computed at compile time.
 template <class T>
@@ -282,11 +285,11 @@ struct OffsetFold {
 
 // Compile-time checks of the folding constants for the common formats (no code generated).
 namespace offset_fold_checks {
-using W4F16 = QuantConfig<f16, 4, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
-using W4Bf16 = QuantConfig<bf16, 4, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
-using W8F16 = QuantConfig<f16, 8, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
-using W2F16 = QuantConfig<f16, 2, true, ZeroPointKind::kNone, 128, true, false, EpilogueKind::kNone>;
-using W4F16Zp = QuantConfig<f16, 4, false, ZeroPointKind::kInteger, 128, true, false, EpilogueKind::kNone>;
+using W4F16 = QuantConfig<f16, 4, true, ZeroPointKind::kNone, 128, true, false, false, EpilogueKind::kNone>;
+using W4Bf16 = QuantConfig<bf16, 4, true, ZeroPointKind::kNone, 128, true, false, false, EpilogueKind::kNone>;
+using W8F16 = QuantConfig<f16, 8, true, ZeroPointKind::kNone, 128, true, false, false, EpilogueKind::kNone>;
+using W2F16 = QuantConfig<f16, 2, true, ZeroPointKind::kNone, 128, true, false, false, EpilogueKind::kNone>;
+using W4F16Zp = QuantConfig<f16, 4, false, ZeroPointKind::kInteger, 128, true, false, false, EpilogueKind::kNone>;
 // 4-bit f16: k 0..7 as 1024 + c against a, k 8..15 as 1024 + 16c against a / 16.
 static_assert(OffsetFold<W4F16>::kOk && OffsetFold<W4F16>::kHiRes == 4, "4-bit f16 folds every pair");
 static_assert(OffsetFold<W4F16>::frag(0) == 0xE408E408u && OffsetFold<W4F16>::frag(1) == 0xE408E408u, "-(1024 + 8)");
@@ -444,6 +447,66 @@ struct IntWeights {
     u32(&sw)[4] = s.sw;
     u32(&zw)[4] = s.zw;
     dequant_slab<Q, kMulScale, kAOrder, kPairs, kFold>(w, sw, zw, frag);
+  }
+};
+
+
+// ---- The float weight policy -----------------------------------------------------------------------
+
+// Float codes eXmY (one sign bit, kExp >= 1 exponent bits, kMan mantissa bits; OCP FP8 / FP6 / FP4 and
+// the other minifloats), packed as their raw bit patterns in the integer layout above. Each pair of
+// codes becomes a 16-bit float pair by moving bit fields, with no conversion instruction: the sign to
+// bit 15 of its half, the exponent-and-mantissa field to T's lowest exponent bits and highest mantissa
+// bits. That reads the weight w as w * 2^-kShift exactly, subnormals included (the field maps linearly
+// onto T's lowest binades), kShift = bias(T) - bias(eXmY).
+// Under bf16 the pair is multiplied back by 2^kShift at once (w * 2^-kShift can be tiny enough that the
+// mma's f32 products would lose it); under f16 the power of two stays, and the scales carry it
+// (humming_spec::layout::carried_shift: the host multiplies the scale grid on B, or the channel factor,
+// by 2^kCarried).
+template <class Q, int kExp, int kMan>
+struct FloatWeights {
+  using T = typename Q::T;
+  using H = Half2<T>;
+  static_assert(kExp >= 1 && 1 + kExp + kMan == Q::kBits, "eXmY weights of 1 + X + Y bits");
+  static constexpr int kTMan = T::kIsBf16 ? 7 : 10;
+  static constexpr int kTBias = T::kIsBf16 ? 127 : 15;
+  static_assert(kMan <= kTMan && kExp <= (T::kIsBf16 ? 8 : 5), "the weight's fields must fit A's dtype");
+  static constexpr int kShift = kTBias - ((1 << (kExp - 1)) - 1);
+  static constexpr bool kMulPow = T::kIsBf16;
+  static constexpr int kCarried = kMulPow ? 0 : kShift;
+  static constexpr u32 kFieldMask = ((1u << (kExp + kMan)) - 1u) * 0x00010001u;
+  static constexpr bool kFoldable = false;
+  static_assert(Q::kZp == ZeroPointKind::kNone, "float weights have no zero point");
+
+  using Slab = typename IntWeights<Q>::Slab;
+
+  __device__ __forceinline__ static void load_words(Slab& s, u32 unit, int kk, int lane) {
+    load_slab_words<Q::kBits>(unit, kk, lane, s.w);
+  }
+  template <int kHalves>
+  __device__ __forceinline__ static void select(Slab& s, int part) {
+    IntWeights<Q>::template select<kHalves>(s, part);
+  }
+
+  // Both codes of pair q as a 16-bit float pair, w * 2^-kShift (kMulPow: w).
+  __device__ __forceinline__ static u32 pair_value(const u32 (&w)[Q::kBits], int q) {
+    const u32 c = code_pair<Q::kBits>(w, q);
+    u32 x = ((c & kFieldMask) << (kTMan - kMan)) | ((c << (16 - Q::kBits)) & 0x80008000u);
+    if constexpr (kMulPow) x = H::mul(x, exact_pair<T>(pow2f(kShift)));
+    return x;
+  }
+
+  template <bool kMulScale, bool kAOrder, int kPairs, bool kFold>
+  __device__ __forceinline__ static void dequant(Slab& s, u32 (&frag)[16]) {
+    static_assert(!kFold, "float weights do not fold offsets");
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q) {
+      const int nt = q / 2;
+      u32 v = pair_value(s.w, q);
+      if constexpr (kMulScale && Q::kScaleOnB) v = H::mul(v, broadcast_half(s.sw[nt >> 1], nt & 1));
+      const int slot = kAOrder ? (nt / 2) * 4 + (nt & 1) + 2 * (q & 1) : q;
+      frag[slot] = v;
+    }
   }
 };
 

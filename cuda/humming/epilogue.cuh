@@ -1,4 +1,4 @@
-// humming: the epilogue. Its math (channel scale, bias, fused activation) in f32, then rounding to C's
+// humming: the epilogue. Its math (f32 channel factor, bias, fused activation) in f32, then rounding to C's
 // dtype; and the two ways a CTA writes its tile of C:
 // - from the accumulators' registers, rows < M only (store_registers);
 // - staged (wgmma tiles, and the 8-row tile's atomic split-K): the accumulators go to shared memory as
@@ -29,10 +29,10 @@ __device__ __forceinline__ float apply_epilogue(float x) {
 template <class Q>
 __device__ __forceinline__ u32 finish_pair(float v0, float v1, const GemmParams& p, int col) {
   using H = Half2<typename Q::T>;
-  if constexpr (!Q::kScaleOnB) {
-    const u32 s = *reinterpret_cast<const u32*>(static_cast<const u16*>(p.scales) + col);
-    v0 *= H::to_float(static_cast<u16>(s & 0xFFFFu));
-    v1 *= H::to_float(static_cast<u16>(s >> 16));
+  if constexpr (Q::kChannelScale) {
+    const float2 s = *reinterpret_cast<const float2*>(p.channel + col);
+    v0 *= s.x;
+    v1 *= s.y;
   }
   if constexpr (Q::kBias) {
     const u32 b = *reinterpret_cast<const u32*>(static_cast<const u16*>(p.bias) + col);
@@ -48,7 +48,7 @@ __device__ __forceinline__ u32 finish_pair(float v0, float v1, const GemmParams&
 template <class Q>
 __device__ __forceinline__ u16 finish_one(float v, const GemmParams& p, int col) {
   using H = Half2<typename Q::T>;
-  if constexpr (!Q::kScaleOnB) v *= H::to_float(static_cast<const u16*>(p.scales)[col]);
+  if constexpr (Q::kChannelScale) v *= p.channel[col];
   if constexpr (Q::kBias) v += H::to_float(static_cast<const u16*>(p.bias)[col]);
   v = apply_epilogue<Q::kEpilogue>(v);
   return static_cast<u16>(H::from_floats(v, 0.0f) & 0xFFFFu);

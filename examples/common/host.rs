@@ -82,6 +82,16 @@ pub fn quantize_parallel(
     k: usize,
     w: &[f32],
 ) -> Res<QuantizedWeights> {
+    // Rows quantize independently only under per-row scales (channel, group, no secondary scale).
+    let by_rows = spec.scale2.is_none()
+        && matches!(
+            spec.scale.granularity,
+            humming::spec::ScaleGranularity::Channel
+                | humming::spec::ScaleGranularity::Group { .. }
+        );
+    if !by_rows {
+        return Ok(QuantizedWeights::quantize(spec, n, k, w)?);
+    }
     let blocks = threads().min(n / 64).max(1);
     let rows_per = n.div_ceil(blocks);
     let parts: Vec<QuantizedWeights> = std::thread::scope(|s| {
@@ -130,6 +140,9 @@ pub fn quantize_parallel(
                 ZeroPoints::None => {}
                 ZeroPoints::Integer(z) => zi[dst].copy_from_slice(&z[src]),
                 ZeroPoints::Float(z) => zf[dst].copy_from_slice(&z[src]),
+                ZeroPoints::FloatTwoLevel { .. } => {
+                    return Err("two-level offsets are not joined by rows".into());
+                }
             }
         }
         r0 += rows;

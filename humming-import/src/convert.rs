@@ -1,4 +1,4 @@
-//! Lossless conversion of GGUF's legacy quantized blocks into [`QuantizedWeights`].
+//! Lossless conversion of GGUF's legacy quantized blocks and K-quants into [`QuantizedWeights`].
 //!
 //! A GGUF weight tensor lists its dimensions as `[ne0, ne1] = [K, N]` (row length first); its
 //! blocks run along each row, so the data is row-major `[N, K]`, exactly the layout of
@@ -18,6 +18,21 @@
 //! dequantization ([`crate::ggml::ggml_dequantize`]) bit for bit: every product `q * d` is exact in
 //! f32, and `q * d + m` is rounded once in both.
 //!
+//! The K-quants keep their two levels ([`crate::kquant::TwoLevel`]): integer sub-block scales (and
+//! mins) under f16 super-block factors `d` (and `dmin`), declared as an integer group scale with a
+//! secondary group scale, and a two-level float offset for the mins (`m * -dmin`):
+//!
+//! | GGML type | ggml formula | descriptor | stored code |
+//! |-----------|--------------|------------|-------------|
+//! | Q2_K | `d * sc * q - dmin * m` | `a: f16, b: u2, scale: group(16, u4), scale2: group(256, f16), zero_point: float` | `q` |
+//! | Q3_K | `d * (sc - 32) * (q - 4)` | `a: f16, b: i3, scale: group(16, i6), scale2: group(256, f16)` | `q - 4` as an i3 pattern |
+//! | Q4_K | `d * sc * q - dmin * m` | `a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float` | `q` |
+//! | Q5_K | `d * sc * q - dmin * m` | `a: f16, b: u5, scale: group(32, u6), scale2: group(256, f16), zero_point: float` | `q` |
+//! | Q6_K | `d * sc * (q - 32)` | `a: f16, b: i6, scale: group(16, i8), scale2: group(256, f16)` | `q - 32` as an i6 pattern |
+//!
+//! Every product `d * sc * q` and `dmin * m` is exact in f64, so `QuantizedWeights::dequantize`
+//! is ggml's value before ggml's own f32 roundings (of `d * sc * q - dmin * m`), which round it once.
+//!
 //! Only `f16` activations are offered: the block scales and offsets are f16 values, which `bf16`
 //! (the scale dtype must equal the activation dtype) would round.
 
@@ -28,7 +43,7 @@ use humming_runtime::{QuantizedWeights, ZeroPoints};
 use humming_spec::{DType, KernelSpec, parse_kernel_str};
 
 /// The GGML types [`to_quantized`] converts.
-pub const CONVERT_SUPPORTED: &str = "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0";
+pub const CONVERT_SUPPORTED: &str = "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
 
 /// The descriptor text (fields of a `gemm!` kernel) of the lossless conversion of GGML type `ty`,
 /// or `None` if the type is not converted (see the module doc's table).
@@ -39,6 +54,17 @@ pub fn spec_text(ty: GgmlType) -> Option<&'static str> {
         GgmlType::Q5_0 => "a: f16, b: i5, scale: group(32, f16)",
         GgmlType::Q5_1 => "a: f16, b: u5, scale: group(32, f16), zero_point: float",
         GgmlType::Q8_0 => "a: f16, b: i8, scale: group(32, f16)",
+        GgmlType::Q2_K => {
+            "a: f16, b: u2, scale: group(16, u4), scale2: group(256, f16), zero_point: float"
+        }
+        GgmlType::Q3_K => "a: f16, b: i3, scale: group(16, i6), scale2: group(256, f16)",
+        GgmlType::Q4_K => {
+            "a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float"
+        }
+        GgmlType::Q5_K => {
+            "a: f16, b: u5, scale: group(32, u6), scale2: group(256, f16), zero_point: float"
+        }
+        GgmlType::Q6_K => "a: f16, b: i6, scale: group(16, i8), scale2: group(256, f16)",
         _ => return None,
     })
 }
@@ -100,7 +126,7 @@ pub fn to_quantized(tensor: &GgufTensor<'_>) -> Result<QuantizedWeights> {
 /// # Errors
 /// - [`Error::UnsupportedActivation`] unless `activation` is `f16`;
 /// - [`Error::UnsupportedTensorType`] naming the tensor and its type for any type other than
-///   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (e.g. F32 norm vectors, Q2_K, Q6_K);
+///   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K .. Q6_K (e.g. F32 norm vectors, IQ4_XS);
 /// - [`Error::Shape`] if the tensor is not a matrix (a dimension past the second is not 1);
 /// - [`Error::Weights`] if [`QuantizedWeights::from_parts`] rejects the parts (a block scale or
 ///   offset that is infinite or NaN).
@@ -108,6 +134,9 @@ pub fn to_quantized_as(tensor: &GgufTensor<'_>, activation: DType) -> Result<Qua
     let name = tensor.name();
     let ty = tensor.ggml_type();
     let spec = spec_for(name, ty, activation)?;
+    if crate::kquant::TwoLevelLayout::of(ty).is_some() {
+        return two_level(&spec, &crate::kquant::TwoLevel::from_tensor(tensor)?, name);
+    }
     let (n, k) = tensor.info().matrix_nk().ok_or_else(|| Error::Shape {
         tensor: name.to_owned(),
         msg: format!(
@@ -177,6 +206,46 @@ pub fn to_quantized_as(tensor: &GgufTensor<'_>, activation: DType) -> Result<Qua
             source,
         }
     })
+}
+
+/// The K-quant conversion: codes (signed types as the pattern of `code - bias`), integer scales,
+/// `d` as the secondary group scale, mins with `-dmin` as two-level offsets; nothing rounded.
+fn two_level(
+    spec: &KernelSpec,
+    t: &crate::kquant::TwoLevel,
+    name: &str,
+) -> Result<QuantizedWeights> {
+    let bias = match t.levels {
+        crate::kquant::Levels::Offset(b) => b,
+        crate::kquant::Levels::Table(_) => {
+            return Err(Error::UnsupportedTensorType {
+                tensor: name.to_owned(),
+                ty: t.ty,
+                supported: CONVERT_SUPPORTED,
+            });
+        }
+    };
+    let mask = (1i32 << t.bits) - 1;
+    let codes = t
+        .codes
+        .iter()
+        .map(|&c| ((i32::from(c) - bias) & mask) as u8)
+        .collect();
+    let scales = t.scales.iter().map(|&s| f32::from(s)).collect();
+    let scale2 = t.d.iter().map(|d| d.to_f32()).collect();
+    let zeros = match (&t.mins, &t.dmin) {
+        (Some(m), Some(dmin)) => ZeroPoints::FloatTwoLevel {
+            offsets: m.iter().map(|&m| f32::from(m)).collect(),
+            factors: dmin.iter().map(|d| -d.to_f32()).collect(),
+        },
+        _ => ZeroPoints::None,
+    };
+    QuantizedWeights::from_parts_with_scale2(spec, t.n, t.k, codes, scales, scale2, zeros).map_err(
+        |source| Error::Weights {
+            tensor: name.to_owned(),
+            source,
+        },
+    )
 }
 
 /// Writes the 32 4-bit codes of a block (`qs[j] & 15` for `j < 16`, `qs[j - 16] >> 4` after),

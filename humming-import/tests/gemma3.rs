@@ -278,3 +278,39 @@ fn gemma3_legacy_layers_convert_bit_exact() {
         start.elapsed()
     );
 }
+
+#[test]
+fn gemma3_k_quant_layers_convert_bit_exact() {
+    let Some(file) = open("gemma3_k_quant_layers_convert_bit_exact") else {
+        return;
+    };
+    // The K-quant projections (Q4_K attn_output / ffn_down, Q6_K ffn_down) of two blocks, through the
+    // two-level conversion: the exact f64 dequantization rounded to f32 is ggml's f32 value.
+    let start = Instant::now();
+    let mut seen = BTreeMap::new();
+    for b in [0, 2] {
+        for kind in [LinearKind::AttnOutput, LinearKind::FfnDown] {
+            let t = file.tensor(&format!("blk.{b}.{kind}.weight")).unwrap();
+            let (n, k) = t.info().matrix_nk().unwrap();
+            let w = to_quantized(&t).unwrap_or_else(|e| panic!("{e}"));
+            let ggml = ggml_dequantize(t.ggml_type(), t.bytes(), n * k).unwrap();
+            for (i, (&a, &g)) in w.dequantize().iter().zip(&ggml).enumerate() {
+                assert_eq!(
+                    (a as f32).to_bits(),
+                    g.to_bits(),
+                    "{} element {i}: ours {a:e}, ggml {g:e}",
+                    t.name()
+                );
+            }
+            *seen.entry(t.ggml_type().to_string()).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(
+        seen,
+        BTreeMap::from([("Q4_K".to_owned(), 3), ("Q6_K".to_owned(), 1)])
+    );
+    println!(
+        "converted and compared 4 K-quant tensors in {:.1?}",
+        start.elapsed()
+    );
+}

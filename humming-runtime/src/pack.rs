@@ -50,14 +50,20 @@
 //! `[groups][N]` with the same column permutation as the scales. Empty without a zero point.
 
 use crate::error::{Result, invalid};
-use crate::quant::{QuantizedWeights, ZeroPoints, check_spec, from_bits16, groups_of, to_bits16};
-use humming_spec::layout::{bit_parts, scale_on_b};
+use crate::quant::{
+    QuantizedWeights, ZeroPoints, check_spec, code_value_of, from_bits16, groups_of,
+    round_to_format, scale_index, scale2_index, to_bits16,
+};
+use humming_spec::ScaleGranularity;
+use humming_spec::layout::{
+    b_scale_group, bit_parts, carried_shift, channel_factor, normalized_scales, scale_on_b,
+};
 use humming_spec::{DType, KernelSpec};
 
 /// Weights in the kernel's layout (see the module doc), ready to be copied to the device as is.
 ///
 /// The fields are public raw buffers; [`PackedWeights::unpack`] re-checks all of them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PackedWeights {
     /// Output channels N (a multiple of 64).
     pub n: usize,
@@ -65,10 +71,13 @@ pub struct PackedWeights {
     pub k: usize,
     /// Packed codes: `N * K * bits / 8` bytes, `(K/64) * (N/64)` units of `512 * bits` bytes.
     pub b: Vec<u8>,
-    /// Scale bits: `[groups][N]` permuted when `scale_on_b`, else plain `[N]`.
+    /// The scale grid on B, raw bits of A's dtype: `[rows][N]` permuted; empty when the primary scale
+    /// is not on B (see the module doc).
     pub scales: Vec<u16>,
     /// Zero-point bits: `[groups][N]` permuted; empty without a zero point.
     pub zeros: Vec<u16>,
+    /// The f32 factor per output channel `[N]`, plain order; empty without one.
+    pub channel: Vec<f32>,
 }
 
 /// Position, within the packed `[groups][N]` rows, of column `j`: the permutation of the module doc.
@@ -148,15 +157,15 @@ impl QuantizedWeights {
     /// Packs the weights into the kernel's layout (see [`crate::pack`]).
     ///
     /// # Errors
-    /// [`crate::Error::InvalidArgument`] naming `n` or `k` when N or K is not a multiple of 64.
+    /// [`crate::Error::InvalidArgument`] naming `n` or `k` when N or K is not a multiple of 64, or
+    /// `scales` when a channel factor leaves f32's range (scales near f32's largest values).
     pub fn pack(&self) -> Result<PackedWeights> {
         let (n, k) = (self.n, self.k);
         check_tiling(n, k)?;
         let bits = self.bits();
-        let xor = xor_of(&self.spec);
         let mut words = vec![0u32; n * k * bits as usize / 32];
         for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
-            let stored = u32::from(self.codes[nn * k + kx]) ^ xor;
+            let stored = stored_code(&self.spec, self.codes[nn * k + kx]);
             words[word] |= ((stored >> off) & ((1 << s) - 1)) << bit;
         });
         let b = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -169,18 +178,13 @@ impl QuantizedWeights {
             }
             out
         };
-        let scales = if scale_on_b(&self.spec) {
-            permute(self.scales.iter().map(|&s| f64::from(s)).collect())
-        } else {
-            self.scales
-                .iter()
-                .map(|&s| to_bits16(f64::from(s), dt))
-                .collect()
-        };
+        let (grid, zgrid, channel) = self.device_scales()?;
+        let scales = permute(grid);
         let zeros = match &self.zeros {
             ZeroPoints::None => Vec::new(),
             ZeroPoints::Integer(z) => permute(z.iter().map(|&z| f64::from(z)).collect()),
             ZeroPoints::Float(m) => permute(m.iter().map(|&m| f64::from(m)).collect()),
+            ZeroPoints::FloatTwoLevel { .. } => permute(zgrid),
         };
         Ok(PackedWeights {
             n,
@@ -188,7 +192,161 @@ impl QuantizedWeights {
             b,
             scales,
             zeros,
+            channel,
         })
+    }
+
+    /// The scale arrays the kernel reads (see [`humming_spec::layout`]): the grid on B `[rows][N]`, the
+    /// grid of two-level offsets `[rows][N]` (K-quants' mins; empty otherwise), both unpermuted values
+    /// before rounding to A's dtype, and the f32 channel factors `[N]`. Two-level scales and offsets
+    /// enter the grids as their products `s * s2` and `m * f` (each rounded once to A's dtype, the value
+    /// a product in registers would give).
+    fn device_scales(&self) -> Result<(Vec<f64>, Vec<f64>, Vec<f32>)> {
+        let spec = &self.spec;
+        let (n, k) = (self.n, self.k);
+        let pow2 = |e: i32| 2f64.powi(e);
+        let carried = pow2(carried_shift(spec));
+        let group_s2 = matches!(
+            spec.scale2.map(|s| s.granularity),
+            Some(ScaleGranularity::Group { .. })
+        );
+        let mut ch = vec![1f64; n];
+        let mut grid = Vec::new();
+        let mut zgrid = Vec::new();
+        if scale_on_b(spec) {
+            let g = b_scale_group(spec) as usize;
+            let rows = if g == 0 { 1 } else { k.div_ceil(g) };
+            grid = vec![0f64; rows * n];
+            for r in 0..rows {
+                for col in 0..n {
+                    let s = f64::from(self.scales[scale_index(spec, n, k, col, r * g)]);
+                    let s2 = match scale2_index(spec, n, col, r * g) {
+                        Some(i) if group_s2 => f64::from(self.scale2[i]),
+                        _ => 1.0,
+                    };
+                    grid[r * n + col] = s * s2;
+                }
+            }
+            if let ZeroPoints::FloatTwoLevel { offsets, factors } = &self.zeros {
+                zgrid = vec![0f64; rows * n];
+                for r in 0..rows {
+                    for col in 0..n {
+                        let f = scale2_index(spec, n, col, r * g)
+                            .map_or(1.0, |i| f64::from(factors[i]));
+                        zgrid[r * n + col] =
+                            f64::from(offsets[scale_index(spec, n, k, col, r * g)]) * f;
+                    }
+                }
+            }
+            if normalized_scales(spec) {
+                // A cell whose codes are all zero contributes nothing whatever its scale: it neither
+                // sets the channel's power of two nor keeps its scale (0 in the grid).
+                let extent = if g == 0 { k } else { g };
+                for r in 0..rows {
+                    for col in 0..n {
+                        let kk = r * extent..((r + 1) * extent).min(k);
+                        let live = self.codes[col * k + kk.start..col * k + kk.end]
+                            .iter()
+                            .any(|&c| code_value_of(spec.b, c) != 0.0);
+                        if !live {
+                            grid[r * n + col] = 0.0;
+                        }
+                    }
+                }
+                let a = spec.a;
+                let (a_max, a_min_normal) = (a.max_finite(), 2f64.powi(1 - a.exponent_bias()));
+                let q_max = spec.b.max_finite().max(-spec.b.min_finite()).max(1.0);
+                for (col, c) in ch.iter_mut().enumerate() {
+                    let mags = (0..rows).flat_map(|r| {
+                        [
+                            grid[r * n + col].abs(),
+                            zgrid.get(r * n + col).map_or(0.0, |z| z.abs()),
+                        ]
+                    });
+                    let (lo, hi) = mags
+                        .filter(|&v| v > 0.0)
+                        .fold((f64::INFINITY, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+                    // The grid keeps the scales as they are (E = 0) unless a scale times the carried
+                    // shift, or a scale times the largest weight, would leave A's range (then E > 0),
+                    // or the smallest scale would fall below A's normal range (then E < 0, as far as
+                    // the largest allows); 2^E joins the channel factor.
+                    let e = if hi == 0.0 {
+                        0
+                    } else {
+                        let need = (hi * carried).max(hi * q_max) / (a_max / 2.0);
+                        let e_lo = need.log2().ceil() as i32;
+                        let e_hi = (lo * carried / a_min_normal).log2().floor() as i32;
+                        if e_lo > 0 {
+                            e_lo
+                        } else if e_hi < 0 {
+                            e_hi.max(e_lo)
+                        } else {
+                            0
+                        }
+                    }
+                    .clamp(-126, 127);
+                    for r in 0..rows {
+                        grid[r * n + col] *= pow2(-e);
+                        if let Some(z) = zgrid.get_mut(r * n + col) {
+                            *z *= pow2(-e);
+                        }
+                    }
+                    *c = pow2(e);
+                }
+            }
+            let limit = spec.a.max_finite();
+            for (i, v) in grid.iter_mut().enumerate() {
+                *v *= carried;
+                if round_to_format(*v, spec.a).abs() > limit {
+                    return Err(invalid(
+                        "scales",
+                        format!(
+                            "scale row {} of channel {} is beyond {}'s range once the channel's power of two is factored out",
+                            i / n,
+                            i % n,
+                            spec.a
+                        ),
+                    ));
+                }
+            }
+        } else {
+            for (col, c) in ch.iter_mut().enumerate() {
+                *c = f64::from(self.scales[scale_index(spec, n, k, col, 0)]) * carried;
+            }
+        }
+        if !channel_factor(spec) {
+            return Ok((grid, zgrid, Vec::new()));
+        }
+        if !group_s2 {
+            for (col, c) in ch.iter_mut().enumerate() {
+                *c *= scale2_index(spec, n, col, 0).map_or(1.0, |i| f64::from(self.scale2[i]));
+            }
+        }
+        let mut channel = Vec::with_capacity(n);
+        for (col, &c) in ch.iter().enumerate() {
+            let f = c as f32;
+            if !f.is_finite() {
+                return Err(invalid(
+                    "scales",
+                    format!("the f32 factor of channel {col} ({c:e}) is beyond f32's range"),
+                ));
+            }
+            channel.push(f);
+        }
+        Ok((grid, zgrid, channel))
+    }
+}
+
+/// The code as the kernel stores it: offset binary (`value + 2^(b-1)`) for signed integers and the
+/// `e0mY` sign-magnitude integers, the raw code otherwise.
+fn stored_code(spec: &KernelSpec, c: u8) -> u32 {
+    match spec.b {
+        DType::SInt { bits } => u32::from(c) ^ (1 << (bits - 1)),
+        DType::Float { exp: 0, .. } => {
+            let bits = spec.b.bits();
+            (code_value_of(spec.b, c) as i32 + (1 << (bits - 1))) as u32
+        }
+        _ => u32::from(c),
     }
 }
 
@@ -202,6 +360,22 @@ impl PackedWeights {
     /// zero point that is not an integer in `0..2^b`, or a non-finite offset).
     pub fn unpack(&self, spec: &KernelSpec) -> Result<QuantizedWeights> {
         check_spec(spec)?;
+        if !spec.b.is_integer()
+            || spec.scale.dtype != spec.a
+            || spec.scale2.is_some()
+            || !matches!(
+                spec.scale.granularity,
+                humming_spec::ScaleGranularity::Channel
+                    | humming_spec::ScaleGranularity::Group { .. }
+            )
+        {
+            return Err(invalid(
+                "spec",
+                format!(
+                    "unpacking is defined for integer weights with channel or group scales of A's dtype; `{spec}` packs its scales with rounding or factoring"
+                ),
+            ));
+        }
         let (n, k) = (self.n, self.k);
         crate::quant::check_dims(n, k)?;
         check_tiling(n, k)?;
@@ -237,14 +411,21 @@ impl PackedWeights {
         let rows = groups_of(spec, k);
         let dt = spec.a;
         let on_b = scale_on_b(spec);
-        let want_s = if on_b { rows * n } else { n };
-        if self.scales.len() != want_s {
+        let (want_s, got_s) = if on_b {
+            (rows * n, self.scales.len())
+        } else {
+            (n, self.channel.len())
+        };
+        if got_s != want_s {
             return Err(invalid(
                 "scales",
                 format!(
-                    "expected {want_s} scales ({}), found {}",
-                    if on_b { "groups * N" } else { "N" },
-                    self.scales.len()
+                    "expected {want_s} scales ({}), found {got_s}",
+                    if on_b {
+                        "groups * N on B"
+                    } else {
+                        "N channel factors"
+                    },
                 ),
             ));
         }
@@ -259,7 +440,7 @@ impl PackedWeights {
         let scales: Vec<f64> = if on_b {
             unpermute(&self.scales)
         } else {
-            self.scales.iter().map(|&b| from_bits16(b, dt)).collect()
+            self.channel.iter().map(|&c| f64::from(c)).collect()
         };
         if let Some(i) = scales.iter().position(|s| !s.is_finite()) {
             return Err(invalid(

@@ -1,26 +1,31 @@
 //! Quantized weights in their plain row-major form, quantization (round-to-nearest) and exact f64
 //! dequantization.
 //!
-//! Conventions (shared with GPTQ/AWQ after unpacking, and with GGUF after block decoding):
+//! Conventions (shared with GPTQ/AWQ after unpacking, with GGUF after block decoding, and with FP8 / MX
+//! / NVFP4 checkpoints):
 //! - B is `[N, K]`: N output channels (rows), K input features (columns), row-major.
 //! - `codes[n * K + k]` is the raw `b`-bit pattern of the weight's code: `0..2^b` for `uN`; for `iN` the
-//!   two's-complement pattern truncated to `b` bits (so `-1` in `i4` is `0b1111`).
-//! - `scales[g * N + n]` for group `g = k / G` (`ceil(K / G)` groups; a last partial group is allowed).
-//!   Channel scales are one row: `scales[n]`. Every stored scale is exactly representable in the spec's
-//!   scale dtype.
+//!   two's-complement pattern truncated to `b` bits (so `-1` in `i4` is `0b1111`); for `eXmY` the
+//!   float's bits (sign, exponent, mantissa; `e0mY`: sign and magnitude). NaN and infinity codes
+//!   (e4m3's `S.1111.111`, e5m2's all-ones exponent) are not weights.
+//! - Primary scales, [`scale_shape`] `(rows, cols)` row-major: channel `[1, N]`, group `[ceil(K / G), N]`,
+//!   block `[ceil(K / bk), ceil(N / bn)]`, tensor `[1, 1]`. Every stored scale is exactly representable
+//!   in the spec's scale dtype (for `ue8m0` a power of two `2^-127 ..= 2^127`).
+//! - Secondary scales (`scale2`, f32): `[N]` per channel or `[1]` per tensor; empty without one.
 //! - Zero points have the scales' shape: integer codes `0..2^b` (GPTQ/AWQ), or float offsets exactly
 //!   representable in the scale dtype (GGUF Q4_1 `m`).
-//! - Dequantized value: `s * q` (no zero point; `q` sign-extended for `iN`), `s * (q - z)` (integer
-//!   zero point), `s * q + m` (float offset).
+//! - Dequantized value: `s * s2 * q` (no zero point; `q` the code's value), `s * (q - z)` (integer zero
+//!   point), `s * q + m` (float offset).
 //!
 //! Supported descriptors (what [`QuantizedWeights::from_parts`] and [`QuantizedWeights::quantize`]
-//! accept, the same set the code generator emits): `a` is `f16` or `bf16`; the scale dtype equals `a`;
-//! `b` is `u1..=u8` or `i2..=i8`; the scale is per channel or per group (the one group-size rule,
-//! [`humming_spec::layout::check_group_size`]: a power of two of at least 16); zero points (integer or
-//! float) only with unsigned codes; no secondary scale.
+//! accept, the same set the code generator emits, [`humming_spec::check_spec`]): `a` is `f16` or `bf16`;
+//! `b` is `u1..=u8`, `i2..=i8` or a float `eXmY` that converts exactly to `a`; every scale kind and
+//! scale dtype the model admits, with a secondary scale; zero points on unsigned integer codes with
+//! scales of A's dtype.
 
 use crate::error::{Result, invalid};
 use crate::kernel::Element;
+use humming_spec::dtype::CodeValue;
 use humming_spec::{DType, KernelSpec, ScaleGranularity, ZeroPoint};
 
 /// Zero points of quantized weights, in the layout of the scales (`[groups, N]`).
@@ -32,6 +37,16 @@ pub enum ZeroPoints {
     Integer(Vec<u8>),
     /// Float additive offsets, each exactly representable in the scale dtype.
     Float(Vec<f32>),
+    /// Two-level float offsets, for integer sub-group scales under a super-group factor (GGUF K-quants'
+    /// mins): the offset of a sub-group is `offsets[i] * factors[j]`, with `offsets` integers of the
+    /// scale dtype in the scales' shape and `factors` (ggml's `-dmin`) in the secondary scales' shape.
+    FloatTwoLevel {
+        /// Integer offsets per sub-group (ggml's `m`).
+        offsets: Vec<f32>,
+        /// Their factor per super-group and channel (ggml's `-dmin`), exactly representable in the
+        /// secondary scale's dtype.
+        factors: Vec<f32>,
+    },
 }
 
 impl ZeroPoints {
@@ -40,7 +55,7 @@ impl ZeroPoints {
         match self {
             ZeroPoints::None => ZeroPoint::None,
             ZeroPoints::Integer(_) => ZeroPoint::Integer,
-            ZeroPoints::Float(_) => ZeroPoint::FloatOffset,
+            ZeroPoints::Float(_) | ZeroPoints::FloatTwoLevel { .. } => ZeroPoint::FloatOffset,
         }
     }
 }
@@ -56,6 +71,7 @@ pub struct QuantizedWeights {
     pub(crate) k: usize,
     pub(crate) codes: Vec<u8>,
     pub(crate) scales: Vec<f32>,
+    pub(crate) scale2: Vec<f32>,
     pub(crate) zeros: ZeroPoints,
 }
 
@@ -76,15 +92,20 @@ impl QuantizedWeights {
     pub fn codes(&self) -> &[u8] {
         &self.codes
     }
-    /// Scales `[groups, N]`.
+    /// Primary scales, [`scale_shape`] row-major (`[groups, N]` for group scales).
     pub fn scales(&self) -> &[f32] {
         &self.scales
+    }
+    /// Secondary scales: `[N]` (per channel), `[1]` (per tensor), or empty.
+    pub fn scale2(&self) -> &[f32] {
+        &self.scale2
     }
     /// Zero points.
     pub fn zeros(&self) -> &ZeroPoints {
         &self.zeros
     }
-    /// Number of scale rows: `ceil(K / G)` for group scales, 1 for channel scales.
+    /// Number of scale rows along K: `ceil(K / G)` for group scales (block scales: `ceil(K / bk)`), 1 for
+    /// channel and tensor scales.
     pub fn groups(&self) -> usize {
         groups_of(&self.spec, self.k)
     }
@@ -93,24 +114,42 @@ impl QuantizedWeights {
         self.spec.b.bits()
     }
 
-    /// Builds weights from their parts, checking everything.
+    /// Builds weights from their parts, checking everything (for specs without a secondary scale; see
+    /// [`QuantizedWeights::from_parts_with_scale2`]).
     ///
     /// - `spec`: a supported descriptor (see the module doc), else an error naming `spec`.
     /// - `n`, `k`: positive; `n * k` must not overflow.
-    /// - `codes`: `[N, K]` raw codes, each `< 2^b` (two's-complement patterns for `iN`).
-    /// - `scales`: `[groups, N]` (`groups = ceil(K / G)`, 1 for channel scales), finite and exactly
-    ///   representable in `spec.scale.dtype`.
+    /// - `codes`: `[N, K]` raw codes, each `< 2^b`, none a NaN or infinity code.
+    /// - `scales`: [`scale_shape`] `(rows, cols)`, finite and exactly representable in
+    ///   `spec.scale.dtype`.
     /// - `zeros`: the kind of `spec.zero_point`, in the scales' shape; integer zero points `< 2^b`, float
     ///   offsets finite and exactly representable in the scale dtype.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidArgument`] naming `spec`, `n`, `k`, `codes`, `scales` or `zeros`.
+    /// [`crate::Error::InvalidArgument`] naming `spec`, `n`, `k`, `codes`, `scales`, `scale2` or `zeros`.
     pub fn from_parts(
         spec: &KernelSpec,
         n: usize,
         k: usize,
         codes: Vec<u8>,
         scales: Vec<f32>,
+        zeros: ZeroPoints,
+    ) -> Result<Self> {
+        Self::from_parts_with_scale2(spec, n, k, codes, scales, Vec::new(), zeros)
+    }
+
+    /// [`QuantizedWeights::from_parts`] with secondary scales `scale2` (f32, finite): `[N]` for a
+    /// per-channel, `[1]` for a per-tensor secondary scale, empty when the spec has none.
+    ///
+    /// # Errors
+    /// As [`QuantizedWeights::from_parts`].
+    pub fn from_parts_with_scale2(
+        spec: &KernelSpec,
+        n: usize,
+        k: usize,
+        codes: Vec<u8>,
+        scales: Vec<f32>,
+        scale2: Vec<f32>,
         zeros: ZeroPoints,
     ) -> Result<Self> {
         check_spec(spec)?;
@@ -137,17 +176,67 @@ impl QuantizedWeights {
                 ),
             ));
         }
-        let rows = groups_of(spec, k);
-        let want = rows * n;
-        if scales.len() != want {
+        if spec.b.is_float()
+            && let Some(i) = codes
+                .iter()
+                .position(|&c| !matches!(spec.b.decode(u32::from(c)), CodeValue::Finite(_)))
+        {
+            return Err(invalid(
+                "codes",
+                format!(
+                    "code {:#04x} at index {i} (n = {}, k = {}) is a NaN or infinity code of {}, not a weight",
+                    codes[i],
+                    i / k,
+                    i % k,
+                    spec.b
+                ),
+            ));
+        }
+        let (rows, cols) = scale_shape(spec, n, k);
+        let want_s = rows * cols;
+        if scales.len() != want_s {
             return Err(invalid(
                 "scales",
                 format!(
-                    "expected groups * N = {rows} * {n} = {want} scales, found {}",
+                    "expected {rows} * {cols} = {want_s} scales ({}), found {}",
+                    scale_shape_name(spec),
                     scales.len()
                 ),
             ));
         }
+        let want2 = scale2_len(spec, n, k);
+        if scale2.len() != want2 {
+            return Err(invalid(
+                "scale2",
+                format!(
+                    "expected {want2} secondary scales ({}), found {}",
+                    match spec.scale2.map(|s| s.granularity) {
+                        None => "the spec has no secondary scale",
+                        Some(ScaleGranularity::Tensor) => "one per tensor",
+                        _ => "one per output channel",
+                    },
+                    scale2.len()
+                ),
+            ));
+        }
+        let s2d = spec.scale2.map_or(DType::F32, |s| s.dtype);
+        if let Some(i) = scale2
+            .iter()
+            .position(|&s| !is_representable(f64::from(s), s2d))
+        {
+            return Err(invalid(
+                "scale2",
+                format!(
+                    "secondary scale {} at index {i} is not finite or not exactly representable in {s2d}",
+                    scale2[i]
+                ),
+            ));
+        }
+        let want = if spec.zero_point == ZeroPoint::None {
+            0
+        } else {
+            want_s
+        };
         let sd = spec.scale.dtype;
         for (i, &s) in scales.iter().enumerate() {
             if !s.is_finite() {
@@ -170,7 +259,7 @@ impl QuantizedWeights {
                     return Err(invalid(
                         "zeros",
                         format!(
-                            "expected groups * N = {want} integer zero points, found {}",
+                            "expected {want} integer zero points (the scales' shape), found {}",
                             z.len()
                         ),
                     ));
@@ -185,12 +274,12 @@ impl QuantizedWeights {
                     ));
                 }
             }
-            (ZeroPoints::Float(z), ZeroPoint::FloatOffset) => {
+            (ZeroPoints::Float(z), ZeroPoint::FloatOffset) if !sd.is_integer() => {
                 if z.len() != want {
                     return Err(invalid(
                         "zeros",
                         format!(
-                            "expected groups * N = {want} float offsets, found {}",
+                            "expected {want} float offsets (the scales' shape), found {}",
                             z.len()
                         ),
                     ));
@@ -212,6 +301,58 @@ impl QuantizedWeights {
                     }
                 }
             }
+            (ZeroPoints::FloatTwoLevel { offsets, factors }, ZeroPoint::FloatOffset)
+                if sd.is_integer() =>
+            {
+                if offsets.len() != want {
+                    return Err(invalid(
+                        "zeros",
+                        format!(
+                            "expected {want} integer offsets (the scales' shape), found {}",
+                            offsets.len()
+                        ),
+                    ));
+                }
+                if let Some(i) = offsets
+                    .iter()
+                    .position(|&m| !is_representable(f64::from(m), sd))
+                {
+                    return Err(invalid(
+                        "zeros",
+                        format!(
+                            "offset {} at index {i} is not an integer of {sd}",
+                            offsets[i]
+                        ),
+                    ));
+                }
+                if factors.len() != want2 {
+                    return Err(invalid(
+                        "zeros",
+                        format!(
+                            "expected {want2} offset factors (the secondary scales' shape), found {}",
+                            factors.len()
+                        ),
+                    ));
+                }
+                if let Some(i) = factors
+                    .iter()
+                    .position(|&f| !is_representable(f64::from(f), s2d))
+                {
+                    return Err(invalid(
+                        "zeros",
+                        format!(
+                            "offset factor {} at index {i} is not finite or not exactly representable in {s2d}",
+                            factors[i]
+                        ),
+                    ));
+                }
+            }
+            (ZeroPoints::Float(_), ZeroPoint::FloatOffset) if sd.is_integer() => {
+                return Err(invalid(
+                    "zeros",
+                    "integer sub-group scales take two-level offsets (`ZeroPoints::FloatTwoLevel`)",
+                ));
+            }
             (z, want_kind) => {
                 return Err(invalid(
                     "zeros",
@@ -229,6 +370,7 @@ impl QuantizedWeights {
             k,
             codes,
             scales,
+            scale2,
             zeros,
         })
     }
@@ -246,6 +388,13 @@ impl QuantizedWeights {
     /// - `uN`, float offset (GGUF Q4_1-style): `m = min` (rounded to the scale dtype first),
     ///   `s = (max - m) / maxq`, `q = clamp(round((w - m) / s), 0, maxq)`.
     ///
+    /// Float weights, and integer weights under other scale kinds or dtypes (block, tensor, a secondary
+    /// scale, e4m3 / e5m2 / ue8m0 / f32 scales): per scale cell, `s = absmax / max(b)` rounded to the scale
+    /// dtype (`ue8m0`: the next power of two up, as the OCP MX recipe's shared exponent), codes rounded to
+    /// nearest even in `b` and saturated at its largest value. A secondary scale absorbs the range the
+    /// scale dtype lacks: per channel (or tensor) `s2 = absmax / (max(b) * max(scale dtype))` for e4m3 and
+    /// e5m2 scales (NVFP4's recipe), 1 otherwise.
+    ///
     /// Scales and offsets are rounded (to nearest even) to the scale dtype *before* the codes are
     /// computed, so every weight whose unclamped code is in range is reproduced within `s / 2`. A scale
     /// that rounds to 0 (all-zero or all-tiny groups) gives code 0 (zero point 0) and never NaN.
@@ -256,6 +405,10 @@ impl QuantizedWeights {
     pub fn quantize(spec: &KernelSpec, n: usize, k: usize, weights: &[f32]) -> Result<Self> {
         check_spec(spec)?;
         let nk = check_dims(n, k)?;
+        if !is_integer_classic(spec) {
+            check_weights(n, k, nk, weights)?;
+            return quantize_general(spec, n, k, weights);
+        }
         if weights.len() != nk {
             return Err(invalid(
                 "weights",
@@ -401,6 +554,7 @@ impl QuantizedWeights {
             k,
             codes,
             scales,
+            scale2: Vec::new(),
             zeros,
         })
     }
@@ -446,7 +600,8 @@ impl QuantizedWeights {
         Self::quantize_elements(spec, n, k, weights)
     }
 
-    /// The signed value of the code at `(n, k)`: the raw code for `uN`, sign-extended for `iN`.
+    /// The signed value of the integer code at `(n, k)`: the raw code for `uN`, sign-extended for `iN`;
+    /// for float weights the raw bit pattern (their value is [`QuantizedWeights::weight_value`]).
     ///
     /// # Panics
     /// If `n >= N` or `k >= K` (like slice indexing).
@@ -464,21 +619,42 @@ impl QuantizedWeights {
         }
     }
 
+    /// The value of the code at `(n, k)` before scaling: the integer (sign-extended for `iN`), or the
+    /// float `eXmY` (`e0mY`: sign-magnitude integer) it encodes.
+    ///
+    /// # Panics
+    /// If `n >= N` or `k >= K` (like slice indexing).
+    pub fn weight_value(&self, n: usize, k: usize) -> f64 {
+        assert!(
+            n < self.n && k < self.k,
+            "index ({n}, {k}) out of bounds for [{}, {}]",
+            self.n,
+            self.k
+        );
+        code_value_of(self.spec.b, self.codes[n * self.k + k])
+    }
+
     /// The dequantized weight `W[n][k]` (see the module doc for the formula), computed in f64. Exact:
-    /// `s * (q - z)` has at most 8 + 11 significant bits; `s * q + m` is exact too unless the offset and
-    /// `s * q` are more than ~30 binary orders of magnitude apart (possible only with extreme `bf16`
-    /// values), where it is correctly rounded.
+    /// `s * s2 * q` and `s * (q - z)` have at most 24 + 24 + 8 significant bits; `s * q + m` is exact
+    /// too unless the offset and `s * q` are more than ~30 binary orders of magnitude apart (possible
+    /// only with extreme `bf16` values), where it is correctly rounded.
     ///
     /// # Panics
     /// If `n >= N` or `k >= K` (like slice indexing).
     pub fn dequantize_value(&self, n: usize, k: usize) -> f64 {
-        let q = f64::from(self.code_value(n, k));
-        let si = self.group_of(k) * self.n + n;
+        let q = self.weight_value(n, k);
+        let si = scale_index(&self.spec, self.n, self.k, n, k);
         let s = f64::from(self.scales[si]);
+        let i2 = scale2_index(&self.spec, self.n, n, k);
+        let s2 = i2.map_or(1.0, |i| f64::from(self.scale2[i]));
         match &self.zeros {
-            ZeroPoints::None => s * q,
+            ZeroPoints::None => s * s2 * q,
             ZeroPoints::Integer(z) => s * (q - f64::from(z[si])),
             ZeroPoints::Float(m) => s * q + f64::from(m[si]),
+            ZeroPoints::FloatTwoLevel { offsets, factors } => {
+                let f = i2.map_or(1.0, |i| f64::from(factors[i]));
+                s * s2 * q + f64::from(offsets[si]) * f
+            }
         }
     }
 
@@ -492,17 +668,224 @@ impl QuantizedWeights {
         }
         out
     }
+}
 
-    /// The scale group (row of `scales`) of column `k`.
-    pub(crate) fn group_of(&self, k: usize) -> usize {
-        k / group_len(&self.spec, self.k)
+/// The value of raw code `c` of weight type `b` (integers sign-extended, floats decoded; a NaN or
+/// infinity code, which `from_parts` rejects, gives 0).
+pub(crate) fn code_value_of(b: DType, c: u8) -> f64 {
+    b.finite_value(u32::from(c)).unwrap_or(0.0)
+}
+
+/// The shape `(rows along K, columns along N)` of the primary scales of an `[N, K]` weight: channel
+/// `(1, N)`, group `(ceil(K / G), N)`, block `(ceil(K / bk), ceil(N / bn))`, tensor `(1, 1)`.
+pub fn scale_shape(spec: &KernelSpec, n: usize, k: usize) -> (usize, usize) {
+    match spec.scale.granularity {
+        ScaleGranularity::Channel => (1, n),
+        ScaleGranularity::Group { size } => (k.div_ceil(size as usize), n),
+        ScaleGranularity::Block { n: bn, k: bk } => {
+            (k.div_ceil(bk as usize), n.div_ceil(bn as usize))
+        }
+        ScaleGranularity::Tensor => (1, 1),
     }
 }
 
-/// Scale rows for K under a spec: `ceil(K / G)` for group scales, 1 otherwise.
+fn scale_shape_name(spec: &KernelSpec) -> &'static str {
+    match spec.scale.granularity {
+        ScaleGranularity::Channel => "one per output channel",
+        ScaleGranularity::Group { .. } => "groups along K x N",
+        ScaleGranularity::Block { .. } => "blocks along K x blocks along N",
+        ScaleGranularity::Tensor => "one per tensor",
+    }
+}
+
+/// Index in the primary scales of the scale of weight `(n, k)` of an `[n_total, k_total]` matrix.
+pub(crate) fn scale_index(
+    spec: &KernelSpec,
+    n_total: usize,
+    k_total: usize,
+    n: usize,
+    k: usize,
+) -> usize {
+    let (_, cols) = scale_shape(spec, n_total, k_total);
+    match spec.scale.granularity {
+        ScaleGranularity::Channel => n,
+        ScaleGranularity::Group { size } => (k / size as usize) * cols + n,
+        ScaleGranularity::Block { n: bn, k: bk } => (k / bk as usize) * cols + n / bn as usize,
+        ScaleGranularity::Tensor => 0,
+    }
+}
+
+/// Secondary scales of an `[N, K]` weight: N per channel, 1 per tensor, `ceil(K / G2) * N` per
+/// super-group (`[ceil(K / G2), N]`), 0 without.
+pub fn scale2_len(spec: &KernelSpec, n: usize, k: usize) -> usize {
+    match spec.scale2.map(|s| s.granularity) {
+        None => 0,
+        Some(ScaleGranularity::Tensor) => 1,
+        Some(ScaleGranularity::Group { size }) => k.div_ceil(size as usize) * n,
+        Some(_) => n,
+    }
+}
+
+/// Index in the secondary scales of the one of weight `(n, k)` (`None` without a secondary scale).
+pub(crate) fn scale2_index(spec: &KernelSpec, n_total: usize, n: usize, k: usize) -> Option<usize> {
+    match spec.scale2.map(|s| s.granularity) {
+        None => None,
+        Some(ScaleGranularity::Tensor) => Some(0),
+        Some(ScaleGranularity::Group { size }) => Some((k / size as usize) * n_total + n),
+        Some(_) => Some(n),
+    }
+}
+
+/// The formats the first quantizer handles (integer codes, channel or group scales of A's dtype, no
+/// secondary scale): everything else goes through [`quantize_general`].
+fn is_integer_classic(spec: &KernelSpec) -> bool {
+    spec.b.is_integer()
+        && spec.scale.dtype == spec.a
+        && matches!(
+            spec.scale.granularity,
+            ScaleGranularity::Channel | ScaleGranularity::Group { .. }
+        )
+        && spec.scale2.is_none()
+}
+
+fn check_weights(n: usize, k: usize, nk: usize, weights: &[f32]) -> Result<()> {
+    if weights.len() != nk {
+        return Err(invalid(
+            "weights",
+            format!(
+                "expected N * K = {n} * {k} = {nk} weights, found {}",
+                weights.len()
+            ),
+        ));
+    }
+    if let Some(i) = weights.iter().position(|w| !w.is_finite()) {
+        return Err(invalid(
+            "weights",
+            format!(
+                "weight {} at index {i} (n = {}, k = {}) is not finite",
+                weights[i],
+                i / k,
+                i % k
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Rounds a scale to its dtype, `ue8m0` upwards (so that no code saturates); `None` when out of range.
+fn round_scale(v: f64, dtype: DType) -> Option<f64> {
+    if dtype == DType::UE8M0 {
+        if v <= 0.0 {
+            return Some(2f64.powi(-127));
+        }
+        let e = v.log2().ceil().clamp(-127.0, 127.0);
+        return Some(2f64.powi(e as i32));
+    }
+    match dtype {
+        DType::F32 => {
+            let r = f64::from(v as f32);
+            r.is_finite().then_some(r)
+        }
+        _ => dtype.round(v),
+    }
+}
+
+/// The code of `b` nearest to `v` (ties to even, saturating at the largest finite value; `-0` never
+/// chosen for 0).
+fn encode_nearest(b: DType, table: &[(f64, u8)], v: f64) -> u8 {
+    let max = b.max_finite();
+    let lo = if b.is_signed() { -max } else { 0.0 };
+    let v = v.clamp(lo, max);
+    let r = b.round(v).unwrap_or(v);
+    table
+        .iter()
+        .find(|(x, _)| *x == r && !(r == 0.0 && x.is_sign_negative()))
+        .or_else(|| table.iter().find(|(x, _)| *x == r))
+        .map(|&(_, c)| c)
+        .unwrap_or(0)
+}
+
+/// The general round-to-nearest quantizer (see [`QuantizedWeights::quantize`]).
+fn quantize_general(
+    spec: &KernelSpec,
+    n: usize,
+    k: usize,
+    weights: &[f32],
+) -> Result<QuantizedWeights> {
+    let b = spec.b;
+    let sd = spec.scale.dtype;
+    let qmax = b.max_finite();
+    let table: Vec<(f64, u8)> = (0..1u32 << b.bits())
+        .filter_map(|c| b.finite_value(c).map(|v| (v, c as u8)))
+        .collect();
+    let (rows, cols) = scale_shape(spec, n, k);
+    let w = |row: usize, col: usize| f64::from(weights[row * k + col]);
+    // Secondary scales first: they absorb the range the scale dtype lacks.
+    if spec.scale.dtype.is_integer() {
+        return quantize_two_level(spec, n, k, weights);
+    }
+    let n2 = scale2_len(spec, n, k);
+    let mut scale2 = vec![1f32; n2];
+    if n2 > 0 && matches!(sd, DType::Float { .. }) {
+        for (i, s2) in scale2.iter_mut().enumerate() {
+            let rows_of: Vec<usize> = if n2 == 1 { (0..n).collect() } else { vec![i] };
+            let amax = rows_of
+                .iter()
+                .flat_map(|&r| (0..k).map(move |c| (r, c)))
+                .map(|(r, c)| w(r, c).abs())
+                .fold(0.0, f64::max);
+            let v = (amax / (qmax * sd.max_finite())) as f32;
+            *s2 = if v > 0.0 && v.is_finite() { v } else { 1.0 };
+        }
+    }
+    let s2_of = |row: usize| -> f64 {
+        match n2 {
+            0 => 1.0,
+            1 => f64::from(scale2[0]),
+            _ => f64::from(scale2[row]),
+        }
+    };
+    let mut amax = vec![0f64; rows * cols];
+    let mut s2max = vec![0f64; rows * cols];
+    for row in 0..n {
+        for col in 0..k {
+            let i = scale_index(spec, n, k, row, col);
+            amax[i] = amax[i].max(w(row, col).abs());
+            s2max[i] = s2max[i].max(s2_of(row));
+        }
+    }
+    let mut scales = vec![0f32; rows * cols];
+    for (i, s) in scales.iter_mut().enumerate() {
+        let want = if s2max[i] > 0.0 {
+            amax[i] / qmax / s2max[i]
+        } else {
+            0.0
+        };
+        let r = round_scale(want, sd).ok_or_else(|| {
+            invalid(
+                "weights",
+                format!("the scale {want:e} of scale cell {i} overflows the scale dtype {sd}"),
+            )
+        })?;
+        *s = r as f32;
+    }
+    let mut codes = vec![0u8; n * k];
+    for row in 0..n {
+        for col in 0..k {
+            let s = f64::from(scales[scale_index(spec, n, k, row, col)]) * s2_of(row);
+            let x = if s == 0.0 { 0.0 } else { w(row, col) / s };
+            codes[row * k + col] = encode_nearest(b, &table, x);
+        }
+    }
+    QuantizedWeights::from_parts_with_scale2(spec, n, k, codes, scales, scale2, ZeroPoints::None)
+}
+
+/// Scale rows along K under a spec: `ceil(K / G)` for group scales, `ceil(K / bk)` for block scales,
+/// 1 otherwise.
 pub fn groups_of(spec: &KernelSpec, k: usize) -> usize {
     match spec.scale.granularity {
         ScaleGranularity::Group { size } if size > 0 => k.div_ceil(size as usize),
+        ScaleGranularity::Block { k: bk, .. } if bk > 0 => k.div_ceil(bk as usize),
         _ => 1,
     }
 }
@@ -523,7 +906,8 @@ fn zp_name(z: ZeroPoint) -> &'static str {
     }
 }
 
-/// Checks that `spec` is one the CPU weight code supports (see the module doc).
+/// Checks that `spec` is one the CPU weight code supports (see the module doc): every rule of
+/// `gemm!` ([`humming_spec::check_spec`]), so that weights are only ever built for kernels that exist.
 pub(crate) fn check_spec(spec: &KernelSpec) -> Result<()> {
     if !spec.a.is_16bit_float() {
         return Err(invalid(
@@ -534,47 +918,7 @@ pub(crate) fn check_spec(spec: &KernelSpec) -> Result<()> {
             ),
         ));
     }
-    if spec.scale.dtype != spec.a {
-        return Err(invalid(
-            "spec",
-            format!(
-                "scale dtype `{}` is not supported; it must equal the activation dtype `{}`",
-                spec.scale.dtype, spec.a
-            ),
-        ));
-    }
-    match spec.b {
-        DType::UInt { bits: 1..=8 } | DType::SInt { bits: 2..=8 } => {}
-        b => {
-            return Err(invalid(
-                "spec",
-                format!("weight dtype `{b}` is not supported; expected u1..=u8 or i2..=i8"),
-            ));
-        }
-    }
-    match spec.scale.granularity {
-        ScaleGranularity::Channel => {}
-        ScaleGranularity::Group { size } => {
-            humming_spec::layout::check_group_size(size, spec.a)
-                .map_err(|e| invalid("spec", e.to_string()))?;
-        }
-        g => {
-            return Err(invalid(
-                "spec",
-                format!("scale granularity {g:?} is not supported; expected channel or group(G)"),
-            ));
-        }
-    }
-    if spec.zero_point != ZeroPoint::None && !matches!(spec.b, DType::UInt { .. }) {
-        return Err(invalid(
-            "spec",
-            format!("a zero point needs unsigned codes; found `{}`", spec.b),
-        ));
-    }
-    if spec.scale2.is_some() {
-        return Err(invalid("spec", "secondary scales are not supported"));
-    }
-    Ok(())
+    humming_spec::check_spec(spec).map_err(|e| invalid("spec", e.to_string()))
 }
 
 pub(crate) fn check_dims(n: usize, k: usize) -> Result<usize> {
@@ -626,9 +970,14 @@ pub fn round_to_format(v: f64, dtype: DType) -> f64 {
     }
 }
 
-/// True if `v` is finite and exactly representable in `dtype` (`f16`, `bf16` or `f32`).
+/// True if `v` is finite and exactly representable in `dtype` (`f16`, `bf16`, `f32`, or a minifloat,
+/// integer or `ue8m0` scale type: [`DType::represents`]).
 pub fn is_representable(v: f64, dtype: DType) -> bool {
-    v.is_finite() && format_of(dtype).is_some() && round_to_format(v, dtype) == v
+    if format_of(dtype).is_some() {
+        v.is_finite() && round_to_format(v, dtype) == v
+    } else {
+        dtype.represents(v)
+    }
 }
 
 /// Raw bits of `v` in a 16-bit float dtype, rounding to nearest even (`dtype` is `f16`, else `bf16`).
@@ -659,4 +1008,117 @@ pub(crate) fn from_bits16(bits: u16, dtype: DType) -> f64 {
     } else {
         half::bf16::from_bits(bits).to_f64()
     }
+}
+
+/// Two-level quantization (GGUF K-quant style): per sub-group a float scale (and, with a float offset,
+/// `m = -min`, the range always including 0), then per super-group and channel the factors
+/// `d = max / max(scale dtype)` (and `dmin` likewise) that turn them into integers of the scale dtype,
+/// then the codes against the integer-rounded scales.
+fn quantize_two_level(
+    spec: &KernelSpec,
+    n: usize,
+    k: usize,
+    weights: &[f32],
+) -> Result<QuantizedWeights> {
+    let (b, sd) = (spec.b, spec.scale.dtype);
+    let s2d = spec.scale2.map_or(DType::F32, |s| s.dtype);
+    let g = spec.group_size().unwrap_or(k as u32) as usize;
+    let g2 = match spec.scale2.map(|s| s.granularity) {
+        Some(ScaleGranularity::Group { size }) => size as usize,
+        _ => k,
+    };
+    let offset = spec.zero_point == ZeroPoint::FloatOffset;
+    let (qmin, qmax) = (b.min_finite(), b.max_finite());
+    let (rows, rows2) = (k.div_ceil(g), k.div_ceil(g2));
+    let w = |row: usize, col: usize| f64::from(weights[row * k + col]);
+    // Float sub-group scales and offsets.
+    let mut fs = vec![0f64; rows * n];
+    let mut fm = vec![0f64; rows * n];
+    for row in 0..n {
+        for r in 0..rows {
+            let ks = r * g..((r + 1) * g).min(k);
+            let (lo, hi) = ks.clone().fold((0f64, 0f64), |(lo, hi), c| {
+                (lo.min(w(row, c)), hi.max(w(row, c)))
+            });
+            if offset {
+                fs[r * n + row] = (hi - lo) / (qmax - qmin);
+                fm[r * n + row] = -lo;
+            } else {
+                fs[r * n + row] = lo.abs().max(hi.abs()) / qmax.max(-qmin);
+            }
+        }
+    }
+    let round2 = |v: f64| -> Result<f64> {
+        s2d.round(v).filter(|r| r.is_finite()).ok_or_else(|| {
+            invalid(
+                "weights",
+                format!("a super-group factor {v:e} overflows {s2d}"),
+            )
+        })
+    };
+    let mut scales = vec![0f32; rows * n];
+    let mut offsets = vec![0f32; if offset { rows * n } else { 0 }];
+    let mut scale2 = vec![0f32; rows2 * n];
+    let mut factors = vec![0f32; if offset { rows2 * n } else { 0 }];
+    let per = g2 / g;
+    for row in 0..n {
+        for r2 in 0..rows2 {
+            let subs = r2 * per..((r2 + 1) * per).min(rows);
+            let smax = subs.clone().map(|r| fs[r * n + row]).fold(0.0, f64::max);
+            let d = round2(smax / sd.max_finite())?;
+            scale2[r2 * n + row] = d as f32;
+            let mmax = subs.clone().map(|r| fm[r * n + row]).fold(0.0, f64::max);
+            let dmin = if offset {
+                round2(mmax / sd.max_finite())?
+            } else {
+                0.0
+            };
+            if offset {
+                factors[r2 * n + row] = -dmin as f32;
+            }
+            for r in subs {
+                let sc = if d > 0.0 {
+                    (fs[r * n + row] / d)
+                        .round()
+                        .clamp(sd.min_finite(), sd.max_finite())
+                } else {
+                    0.0
+                };
+                scales[r * n + row] = sc as f32;
+                if offset {
+                    let m = if dmin > 0.0 {
+                        (fm[r * n + row] / dmin).round().clamp(0.0, sd.max_finite())
+                    } else {
+                        0.0
+                    };
+                    offsets[r * n + row] = m as f32;
+                }
+            }
+        }
+    }
+    let mut codes = vec![0u8; n * k];
+    let mask = (1u32 << b.bits()) - 1;
+    for row in 0..n {
+        for col in 0..k {
+            let (r, r2) = (col / g, col / g2);
+            let s = f64::from(scales[r * n + row]) * f64::from(scale2[r2 * n + row]);
+            let z = if offset {
+                f64::from(offsets[r * n + row]) * f64::from(factors[r2 * n + row])
+            } else {
+                0.0
+            };
+            let q = if s == 0.0 {
+                0.0
+            } else {
+                ((w(row, col) - z) / s).round().clamp(qmin, qmax)
+            };
+            codes[row * k + col] = ((q as i32) as u32 & mask) as u8;
+        }
+    }
+    let zeros = if offset {
+        ZeroPoints::FloatTwoLevel { offsets, factors }
+    } else {
+        ZeroPoints::None
+    };
+    QuantizedWeights::from_parts_with_scale2(spec, n, k, codes, scales, scale2, zeros)
 }

@@ -346,7 +346,8 @@ fn scale_and_zero_permutation() {
     .unwrap();
     let p = w.pack().unwrap();
     assert!(p.zeros.iter().all(|&z| z == 0x4200));
-    assert!(p.scales.iter().all(|&s| s == 0x3800)); // 0.5, channel scale in the epilogue: plain [N]
+    // 0.5, channel scale in the epilogue: the f32 channel factors, plain [N]; no grid on B.
+    assert!(p.scales.is_empty() && p.channel.iter().all(|&s| s == 0.5));
     let w = QuantizedWeights::from_parts(
         &ks("a: bf16, b: u4, scale: channel, zero_point: int"),
         64,
@@ -357,19 +358,22 @@ fn scale_and_zero_permutation() {
     )
     .unwrap();
     assert!(w.pack().unwrap().zeros.iter().all(|&z| z == 0x4040));
-    // Channel scale in the epilogue: plain [N], not permuted.
+    // Channel scale in the epilogue: f32 channel factors, plain [N], not permuted.
     let spec_c = ks("a: f16, b: u4, scale: channel");
     let scales: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let p = QuantizedWeights::from_parts(&spec_c, n, k, vec![0; n * k], scales, ZeroPoints::None)
-        .unwrap()
-        .pack()
-        .unwrap();
-    assert_eq!(
-        p.scales,
-        (0..n)
-            .map(|i| bits16(i as f32, DType::F16))
-            .collect::<Vec<_>>()
-    );
+    let p = QuantizedWeights::from_parts(
+        &spec_c,
+        n,
+        k,
+        vec![0; n * k],
+        scales.clone(),
+        ZeroPoints::None,
+    )
+    .unwrap()
+    .pack()
+    .unwrap();
+    assert_eq!(p.channel, scales);
+    assert!(p.scales.is_empty());
     assert!(p.zeros.is_empty());
     // Channel scale with a float offset is applied on B: permuted, one row; offsets too.
     let spec_f = ks("a: f16, b: u4, scale: channel, zero_point: float");
@@ -516,6 +520,7 @@ fn unpack_of_arbitrary_bytes_round_trips() {
         b,
         scales: vec![0x3F80; 4 * 64],
         zeros: vec![],
+        channel: vec![],
     };
     let w = p.unpack(&spec).unwrap();
     assert_eq!(w.pack().unwrap(), p);

@@ -92,6 +92,7 @@ fn check_quantized(spec: &KernelSpec, n: usize, k: usize, w: &[f32]) -> Result<(
                 ZeroPoints::None => s * c,
                 ZeroPoints::Integer(z) => s * (c - f64::from(z[si])),
                 ZeroPoints::Float(m) => s * c + f64::from(m[si]),
+                ZeroPoints::FloatTwoLevel { .. } => unreachable!("one-level specs only"),
             };
             prop_assert_eq!(d, want);
             if signed {
@@ -110,6 +111,7 @@ fn check_quantized(spec: &KernelSpec, n: usize, k: usize, w: &[f32]) -> Result<(
                     ZeroPoints::None => ((x / s).round(), 0.0, maxq),
                     ZeroPoints::Integer(z) => ((x / s).round() + f64::from(z[si]), 0.0, maxq),
                     ZeroPoints::Float(m) => (((x - f64::from(m[si])) / s).round(), 0.0, maxq),
+                    ZeroPoints::FloatTwoLevel { .. } => unreachable!("one-level specs only"),
                 };
                 if raw >= lo && raw <= hi {
                     prop_assert_eq!(c, raw, "code of {} at ({}, {})", x, row, col);

@@ -78,11 +78,15 @@ params_struct! {
         a: u64 => "const void*",
         /// The packed weights (dequant.cuh describes the layout).
         b: u64 => "const void*",
-        /// Group scales `[ceil(K / G), N]` or channel scales `[N]`, permuted per 64 channels.
+        /// The 16-bit scale grid on B in A's dtype, `[ceil(K / G), N]` (group and block scales) or `[N]`
+        /// (channel scales with a float offset), permuted per 64 channels; null without one.
         scales: u64 => "const void*",
         /// Integer zero points (as exact values of A's dtype) or float offsets, laid out as the
         /// scales; null without a zero point.
         zeros: u64 => "const void*",
+        /// The f32 factor per output channel `[N]` (channel and tensor scales, secondary scales,
+        /// the power of two of normalized scale grids), plain order; null without one.
+        channel: u64 => "const float*",
         /// Bias `[N]` in C's dtype, or null.
         bias: u64 => "const void*",
         /// C `[M, ldc]`, row-major.
@@ -201,7 +205,7 @@ mod tests {
         let f = GemmParams::FIELDS;
         assert_eq!(f[0].name, "a_map");
         assert_eq!(f[1].offset, 128);
-        assert_eq!(f.last().unwrap().offset, 128 + 8 * 8 + 6 * 4);
+        assert_eq!(f.last().unwrap().offset, 128 + 9 * 8 + 6 * 4);
         assert!(f.iter().all(|f| !f.doc.is_empty()));
     }
 

@@ -19,21 +19,81 @@ pub fn bit_parts(bits: u32) -> Vec<u32> {
     }
 }
 
-/// True if the primary scale multiplies the dequantized weights in registers (group scales, and channel
-/// scales with a float offset); false if it multiplies C in the epilogue (channel scales otherwise).
+// How scales reach the kernel. Whatever the declared scale kinds and dtypes, the device sees at most
+// two arrays: a grid of 16-bit scales in A's dtype that multiplies the dequantized weights (group and
+// block scales, or channel scales with a float offset), and one f32 factor per output channel that
+// multiplies C in the epilogue (channel and tensor scales, secondary scales, and the power of two that
+// keeps the grid in range). The packer (`humming-runtime`) converts on the host with these rules.
+
+/// True if a grid of 16-bit scales multiplies the dequantized weights in registers: group and block
+/// scales, and channel scales with a float offset. Otherwise the primary scale is part of the f32
+/// channel factor ([`channel_factor`]).
 pub fn scale_on_b(spec: &KernelSpec) -> bool {
     match spec.scale.granularity {
-        ScaleGranularity::Group { .. } => true,
+        ScaleGranularity::Group { .. } | ScaleGranularity::Block { .. } => true,
         ScaleGranularity::Channel => spec.zero_point == ZeroPoint::FloatOffset,
-        _ => false,
+        ScaleGranularity::Tensor => false,
+    }
+}
+
+/// K extent of one row of the grid on B: the group size, or a block scale's K extent (the block's N
+/// extent becomes repeated columns); 0 for channel scales on B.
+pub fn b_scale_group(spec: &KernelSpec) -> u32 {
+    match spec.scale.granularity {
+        ScaleGranularity::Group { size } => size,
+        ScaleGranularity::Block { k, .. } => k,
+        _ => 0,
+    }
+}
+
+/// True if the grid on B may be divided, per output channel, by a power of two `2^E` that joins the
+/// channel factor: for scales that are not A's 16-bit dtype (e4m3, e5m2, ue8m0, f32, integer
+/// sub-group scales: their range exceeds A's, or they are formed by a product), and for float weights
+/// (whose exponent offset [`carried_shift`] the grid carries). The packer keeps `E = 0` unless a scale
+/// times the carried shift or times the largest weight would leave A's range, or the smallest scale
+/// would fall below A's normal range.
+pub fn normalized_scales(spec: &KernelSpec) -> bool {
+    scale_on_b(spec) && (spec.scale.dtype != spec.a || is_float_weight(spec.b))
+}
+
+/// True if an f32 factor per output channel multiplies C in the epilogue.
+pub fn channel_factor(spec: &KernelSpec) -> bool {
+    !scale_on_b(spec) || spec.scale2.is_some() || normalized_scales(spec)
+}
+
+/// True for `eXmY` weights with at least one exponent bit, which the kernel turns into A's dtype by
+/// moving their bit fields (the `e0mY` sign-magnitude integers are dequantized as integers).
+pub fn is_float_weight(b: DType) -> bool {
+    matches!(b, DType::Float { exp, .. } if exp > 0)
+}
+
+/// For float weights: `bias(A) - bias(B)`, the power of two by which B's bits moved into A's layout
+/// undershoot the weight (`w * 2^-shift`); 0 otherwise.
+pub fn float_shift(spec: &KernelSpec) -> i32 {
+    if is_float_weight(spec.b) {
+        spec.a.exponent_bias() - spec.b.exponent_bias()
+    } else {
+        0
+    }
+}
+
+/// The part of [`float_shift`] that the kernel does not undo in registers, and that the scales carry
+/// instead (the grid on B, or else the channel factor, is multiplied by `2^carried_shift`): all of it
+/// under f16, none under bf16 (where `w * 2^-shift` can fall below f32's normal range in the mma, so
+/// the kernel multiplies it back first).
+pub fn carried_shift(spec: &KernelSpec) -> i32 {
+    if spec.a == DType::BF16 {
+        0
+    } else {
+        float_shift(spec)
     }
 }
 
 /// Rows of scales (and zero points) one pipeline stage of `block_k` holds.
 pub fn scale_rows_per_stage(spec: &KernelSpec, t: &TileConfig) -> u32 {
-    match spec.scale.granularity {
-        ScaleGranularity::Group { size } => (t.block_k as u32 / size).max(1),
-        _ => 0,
+    match b_scale_group(spec) {
+        0 => 0,
+        size => (t.block_k as u32 / size).max(1),
     }
 }
 

@@ -937,6 +937,28 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let sd = spec.scale.dtype;
     let min_group = crate::layout::min_group_size(a);
     match spec.scale.granularity {
+        ScaleGranularity::Channel | ScaleGranularity::Group { .. } if sd.is_integer() => {
+            // Two-level integer scales (GGUF K-quants): small integer sub-group scales under a
+            // float factor per super-group.
+            let two_level = matches!(spec.scale.granularity, ScaleGranularity::Group { .. })
+                && matches!(
+                    spec.scale2.map(|s| s.granularity),
+                    Some(ScaleGranularity::Group { .. })
+                );
+            if !two_level {
+                errs.push(sp.scale_dtype, format!("an integer scale `{sd}` is a sub-group scale under a float factor per super-group; declare both, e.g. `scale: group(32, {sd}), scale2: group(256, f16)` (GGUF K-quants)"));
+            } else if !(2..=8).contains(&sd.bits()) || sd == (DType::SInt { bits: 1 }) {
+                errs.push(
+                    sp.scale_dtype,
+                    format!("integer scales are 2 to 8 bits wide; found `{sd}`"),
+                );
+            }
+            if let ScaleGranularity::Group { size } = spec.scale.granularity
+                && let Err(e) = crate::layout::check_group_size(size, a)
+            {
+                errs.push(sp.group, e.to_string());
+            }
+        }
         ScaleGranularity::Channel | ScaleGranularity::Group { .. } => {
             let ok = matches!(sd, DType::F16 | DType::BF16 | DType::UE8M0)
                 || sd == DType::E4M3
@@ -994,7 +1016,24 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             }
         }
     }
-    if let Some(s2) = spec.scale2 {
+    if let Some(s2) = spec.scale2
+        && let ScaleGranularity::Group { size: g2 } = s2.granularity
+    {
+        let g = spec.group_size().unwrap_or(0);
+        if !sd.is_integer() || g == 0 {
+            errs.push(sp.scale2, "a secondary group scale is the super-group factor of integer sub-group scales (GGUF K-quants), e.g. `scale: group(32, u6), scale2: group(256, f16)`");
+        } else if !g2.is_power_of_two() || g2 <= g {
+            errs.push(sp.scale2, format!("the super-group {g2} must be a power of two larger than the group {g} (e.g. 256 over 32 or 16)"));
+        } else if !matches!(s2.dtype, DType::F16 | DType::BF16 | DType::F32) {
+            errs.push(
+                sp.scale2,
+                format!(
+                    "a super-group factor is f16, bf16 or f32; found `{}`",
+                    s2.dtype
+                ),
+            );
+        }
+    } else if let Some(s2) = spec.scale2 {
         let ok = matches!(
             (spec.scale.granularity, s2.granularity),
             (
@@ -1002,7 +1041,9 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
                 ScaleGranularity::Channel | ScaleGranularity::Tensor
             ) | (ScaleGranularity::Channel, ScaleGranularity::Tensor)
         );
-        if !ok {
+        if sd.is_integer() {
+            // Reported with the primary scale.
+        } else if !ok {
             errs.push(sp.scale2, "a secondary scale is per channel or per tensor, on top of a group scale (or per tensor on top of a channel scale)");
         } else if s2.dtype != DType::F32 {
             errs.push(
@@ -1297,28 +1338,24 @@ fn check_tile_smem(smem: u32, span: &TileSpans, errs: &mut Errors) {
     }
 }
 
-/// What this version of the code generator can emit: f16/bf16 activations, integer weights of 1..=8
-/// bits, channel or group scales in A's dtype, any zero point, dense layout, sm_80 and newer, tiles
-/// of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48 or 64) and, for sm_90a, of
-/// the `wgmma` kernel (see `check_wgmma_tile`).
+/// What this version of the code generator can emit: f16/bf16 activations; integer weights of 1..=8
+/// bits and float weights `eXmY` (every one the model admits); every scale kind and dtype the model
+/// admits, with a secondary scale; zero points with scales of A's dtype on integer codes; dense
+/// layout, sm_80 and newer, tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48
+/// or 64) and, for sm_90a, of the `wgmma` kernel (see `check_wgmma_tile`).
 pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     if !spec.a.is_16bit_float() {
         errs.push(sp.a, format!("kernels for `{}` activations are not generated yet (this version generates f16 and bf16 activations)", spec.a));
         return;
     }
-    if !spec.b.is_integer() {
-        errs.push(sp.b, format!("kernels for `{}` weights are not generated yet (this version generates integer weights u1..u8, i2..i8)", spec.b));
-    }
-    if !matches!(
-        spec.scale.granularity,
-        ScaleGranularity::Channel | ScaleGranularity::Group { .. }
-    ) {
-        errs.push(sp.scale, "block and tensor scales are not generated yet (this version generates channel and group scales)");
-    } else if spec.scale.dtype != spec.a {
-        errs.push(sp.scale_dtype, format!("scales of dtype `{}` are not generated yet (this version needs the activation dtype `{}`)", spec.scale.dtype, spec.a));
-    }
-    if spec.scale2.is_some() {
-        errs.push(sp.scale2, "secondary scales are not generated yet");
+    let two_level_offset =
+        spec.zero_point == ZeroPoint::FloatOffset && spec.scale.dtype.is_integer();
+    if spec.zero_point != ZeroPoint::None && !two_level_offset {
+        if spec.b.is_float() {
+            errs.push(sp.zero_point, format!("a zero point on `{}` (sign-magnitude) weights is not generated yet; use `u{}` codes", spec.b, spec.b.bits()));
+        } else if spec.scale.dtype != spec.a {
+            errs.push(sp.scale_dtype, format!("a zero point with `{}` scales is not generated yet (this version needs scales of the activation dtype `{}` with a zero point)", spec.scale.dtype, spec.a));
+        }
     }
     if spec.layout != Layout::Dense {
         errs.push(

@@ -369,6 +369,14 @@ fn generated_cuda_snapshots() {
             "w3a16_g32_float_offset_silu_tile",
             "a: f16, b: u3, scale: group(32), zero_point: float, epilogue: silu, arch: [sm_90a], tiles: [tile(block = (32, 128, 64), warp = (32, 64, 64), stages = 3)]",
         ),
+        (
+            "nvfp4_f16",
+            "a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)",
+        ),
+        (
+            "fp8_block_bf16",
+            "a: bf16, b: e4m3, scale: block(128, 128, f32)",
+        ),
     ] {
         let s = spec(fields);
         let cuda = generate_cuda(&s);

@@ -95,8 +95,9 @@ pub struct DeviceWeights {
     n: usize,
     k: usize,
     b: CudaSlice<u8>,
-    scales: CudaSlice<u16>,
+    scales: Option<CudaSlice<u16>>,
     zeros: Option<CudaSlice<u16>>,
+    channel: Option<CudaSlice<f32>>,
 }
 
 impl DeviceWeights {
@@ -108,13 +109,42 @@ impl DeviceWeights {
     pub fn k(&self) -> usize {
         self.k
     }
-    /// Bytes on the GPU (packed weights, scales, zero points).
+    /// Bytes on the GPU (packed weights, scale grid, zero points, channel factors).
     pub fn bytes(&self) -> usize {
-        self.b.len() + 2 * self.scales.len() + self.zeros.as_ref().map_or(0, |z| 2 * z.len())
+        self.b.len()
+            + self.scales.as_ref().map_or(0, |s| 2 * s.len())
+            + self.zeros.as_ref().map_or(0, |z| 2 * z.len())
+            + self.channel.as_ref().map_or(0, |c| 4 * c.len())
     }
     /// The descriptor the weights were packed for.
     pub fn spec(&self) -> &KernelSpec {
         &self.spec
+    }
+}
+
+/// A device copy of `host`, or `None` when it is empty (the kernel then gets a null pointer).
+fn upload_nonempty<T: cudarc::driver::DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    host: &[T],
+    what: &'static str,
+) -> Result<Option<CudaSlice<T>>> {
+    if host.is_empty() {
+        return Ok(None);
+    }
+    stream.clone_htod(host).map(Some).map_err(driver_err(what))
+}
+
+/// The device address of an optional buffer (0 for none) and the guard that records its use.
+fn optional_ptr<'a, T>(
+    buf: &'a Option<CudaSlice<T>>,
+    stream: &'a CudaStream,
+) -> (u64, Option<cudarc::driver::SyncOnDrop<'a>>) {
+    match buf {
+        Some(b) => {
+            let (p, r) = b.device_ptr(stream);
+            (p, Some(r))
+        }
+        None => (0, None),
     }
 }
 
@@ -416,17 +446,9 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let b = s
             .clone_htod(&packed.b)
             .map_err(driver_err("uploading packed weights"))?;
-        let scales = s
-            .clone_htod(&packed.scales)
-            .map_err(driver_err("uploading scales"))?;
-        let zeros = if packed.zeros.is_empty() {
-            None
-        } else {
-            Some(
-                s.clone_htod(&packed.zeros)
-                    .map_err(driver_err("uploading zero points"))?,
-            )
-        };
+        let scales = upload_nonempty(s, &packed.scales, "uploading scales")?;
+        let zeros = upload_nonempty(s, &packed.zeros, "uploading zero points")?;
+        let channel = upload_nonempty(s, &packed.channel, "uploading channel factors")?;
         Ok(DeviceWeights {
             spec: self.spec,
             n: w.n(),
@@ -434,6 +456,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             b,
             scales,
             zeros,
+            channel,
         })
     }
 
@@ -591,14 +614,9 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let plan = self.plan(m, n, k);
         let t = &g.tiles[plan.tile_index];
         let (b_ptr, _rb) = w.b.device_ptr(stream);
-        let (s_ptr, _rs) = w.scales.device_ptr(stream);
-        let (z_ptr, _rz) = match &w.zeros {
-            Some(z) => {
-                let (p, r) = z.device_ptr(stream);
-                (p, Some(r))
-            }
-            None => (0, None),
-        };
+        let (s_ptr, _rs) = optional_ptr(&w.scales, stream);
+        let (z_ptr, _rz) = optional_ptr(&w.zeros, stream);
+        let (ch_ptr, _rch) = optional_ptr(&w.channel, stream);
         let (bias_ptr, _rbias) = match bias {
             Some(b) => {
                 let (p, r) = b.device_ptr(stream);
@@ -637,6 +655,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 b: b_ptr,
                 scales: s_ptr,
                 zeros: z_ptr,
+                channel: ch_ptr,
                 bias: bias_ptr,
                 c: c_ptr + (row * ldc * 2) as u64,
                 workspace: ws_ptr,
