@@ -525,3 +525,64 @@ fn unpack_of_arbitrary_bytes_round_trips() {
     let w = p.unpack(&spec).unwrap();
     assert_eq!(w.pack().unwrap(), p);
 }
+
+#[test]
+fn device_scales_keep_extremes_in_range() {
+    let f = |s: &str| parse_kernel_str(s).unwrap();
+    // bf16, ue8m0 2^-127 everywhere: below bf16's normal range, so the grid holds 2^-126 and the
+    // channel factor 1/2.
+    let spec = f("a: bf16, b: e2m1, scale: group(32, ue8m0)");
+    let tiny = 2f32.powi(-127);
+    let w = QuantizedWeights::from_parts(
+        &spec,
+        64,
+        64,
+        vec![2; 64 * 64],
+        vec![tiny; 2 * 64],
+        ZeroPoints::None,
+    )
+    .unwrap();
+    let p = w.pack().unwrap();
+    assert!(
+        p.scales.iter().all(|&s| s == 0x0080),
+        "{:x?}",
+        &p.scales[..4]
+    );
+    assert!(p.channel.iter().all(|&c| c == 0.5));
+    // f16, e4m3 weights under a channel scale: the weights are read as w * 2^-8, the channel factor
+    // carries 2^8.
+    let spec = f("a: f16, b: e4m3, scale: channel(f16)");
+    let w = QuantizedWeights::from_parts(
+        &spec,
+        64,
+        64,
+        vec![0x38; 64 * 64],
+        vec![0.5; 64],
+        ZeroPoints::None,
+    )
+    .unwrap();
+    let p = w.pack().unwrap();
+    assert!(p.scales.is_empty() && p.channel.iter().all(|&c| c == 128.0));
+    // f16, ue8m0 2^20: the grid times the carried 2^14 of e2m1 would leave f16; it is divided by a
+    // power of two that the channel factor takes.
+    let spec = f("a: f16, b: e2m1, scale: group(32, ue8m0)");
+    let big = 2f32.powi(20);
+    let w = QuantizedWeights::from_parts(
+        &spec,
+        64,
+        64,
+        vec![7; 64 * 64],
+        vec![big; 2 * 64],
+        ZeroPoints::None,
+    )
+    .unwrap();
+    let p = w.pack().unwrap();
+    let g = half::f16::from_bits(p.scales[0]).to_f64();
+    assert!(
+        g < 65504.0 && g * 2f64.powi(-14) * f64::from(p.channel[0]) == f64::from(big),
+        "{g} {}",
+        p.channel[0]
+    );
+    // Unpacking is only defined where packing is exact.
+    assert!(p.unpack(&spec).is_err());
+}

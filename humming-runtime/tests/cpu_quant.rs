@@ -723,3 +723,135 @@ fn signed_codes_sign_extend() {
         vec![-0.25, 0.25, 0.75, 1.25, 1.75, 2.25, 2.75, 3.25]
     );
 }
+
+#[test]
+fn float_weights_reject_special_codes_and_unrepresentable_scales() {
+    let e4 = ks("a: f16, b: e4m3, scale: group(32, ue8m0)");
+    let good = |codes: Vec<u8>, scales: Vec<f32>| {
+        QuantizedWeights::from_parts(&e4, 1, 32, codes, scales, ZeroPoints::None)
+    };
+    let mut codes = vec![0x38u8; 32]; // 1.0
+    assert!(good(codes.clone(), vec![0.25]).is_ok());
+    codes[5] = 0x7F; // e4m3's NaN
+    assert_eq!(arg_of(good(codes, vec![0.25])), "codes");
+    assert_eq!(arg_of(good(vec![0x38; 32], vec![0.3])), "scales"); // not a power of two
+    let e5 = ks("a: f16, b: e5m2, scale: channel(f16)");
+    let inf = QuantizedWeights::from_parts(&e5, 1, 32, vec![0x7C; 32], vec![1.0], ZeroPoints::None);
+    assert_eq!(arg_of(inf), "codes");
+    let nv = ks("a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)");
+    let missing =
+        QuantizedWeights::from_parts(&nv, 1, 32, vec![2; 32], vec![1.0; 2], ZeroPoints::None);
+    assert_eq!(arg_of(missing), "scale2");
+    let w = QuantizedWeights::from_parts_with_scale2(
+        &nv,
+        1,
+        32,
+        vec![0xF; 32],
+        vec![0.5; 2],
+        vec![0.25],
+        ZeroPoints::None,
+    )
+    .unwrap();
+    assert_eq!(w.dequantize_value(0, 3), -6.0 * 0.5 * 0.25);
+    assert_eq!(w.weight_value(0, 3), -6.0);
+}
+
+#[test]
+fn quantize_float_and_block_formats() {
+    let n = 128;
+    let k = 256;
+    let w: Vec<f32> = (0..n * k)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i / k) as f32 / 16.0))
+        .collect();
+    for fields in [
+        "a: f16, b: e4m3, scale: channel(f16)",
+        "a: bf16, b: e2m1, scale: group(32, ue8m0)",
+        "a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)",
+        "a: bf16, b: e4m3, scale: block(128, 128, f32)",
+        "a: f16, b: i8, scale: tensor(f32)",
+        "a: f16, b: e3m2, scale: group(32, e5m2), scale2: channel(f32)",
+    ] {
+        let spec = ks(fields);
+        let q =
+            QuantizedWeights::quantize(&spec, n, k, &w).unwrap_or_else(|e| panic!("{fields}: {e}"));
+        let d = q.dequantize();
+        let (mut num, mut den) = (0f64, 0f64);
+        for (a, b) in d.iter().zip(&w) {
+            num += (a - f64::from(*b)).powi(2);
+            den += f64::from(*b).powi(2);
+        }
+        let rel = (num / den).sqrt();
+        // e2m1 keeps one mantissa bit; the others two or more.
+        assert!(rel < 0.12, "{fields}: relative error {rel:.3e}");
+    }
+}
+
+#[test]
+fn two_level_k_quant_weights() {
+    let q4k = ks("a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float");
+    let (n, k) = (2, 256);
+    let codes: Vec<u8> = (0..n * k).map(|i| (i % 16) as u8).collect();
+    let scales: Vec<f32> = (0..8 * n).map(|i| (i % 64) as f32).collect();
+    let d = vec![0.5f32, 0.25];
+    let zeros = ZeroPoints::FloatTwoLevel {
+        offsets: (0..8 * n).map(|i| (63 - i % 64) as f32).collect(),
+        factors: vec![-0.125, -0.0625],
+    };
+    let w = QuantizedWeights::from_parts_with_scale2(
+        &q4k,
+        n,
+        k,
+        codes.clone(),
+        scales.clone(),
+        d.clone(),
+        zeros,
+    )
+    .unwrap();
+    // Row 1, k = 40: group 1 (scale index 1 * 2 + 1 = 3), super-group 0.
+    let want = 0.25 * 3.0 * f64::from(codes[256 + 40]) + 60.0 * -0.0625;
+    assert_eq!(w.dequantize_value(1, 40), want);
+    // One-level offsets with integer scales, and offsets outside u6, are refused.
+    let bad = QuantizedWeights::from_parts_with_scale2(
+        &q4k,
+        n,
+        k,
+        codes.clone(),
+        scales.clone(),
+        d.clone(),
+        ZeroPoints::Float(vec![0.0; 16]),
+    );
+    assert_eq!(arg_of(bad), "zeros");
+    let bad = QuantizedWeights::from_parts_with_scale2(
+        &q4k,
+        n,
+        k,
+        codes.clone(),
+        scales,
+        d,
+        ZeroPoints::FloatTwoLevel {
+            offsets: vec![64.0; 16],
+            factors: vec![-1.0; 2],
+        },
+    );
+    assert_eq!(arg_of(bad), "zeros");
+    // Quantization into the two levels.
+    let x: Vec<f32> = (0..n * k)
+        .map(|i| ((i * 31 % 97) as f32 / 48.0 - 0.9) * 0.01)
+        .collect();
+    for fields in [
+        "a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float",
+        "a: f16, b: i6, scale: group(16, i8), scale2: group(256, f16)",
+        "a: bf16, b: i3, scale: group(16, i6), scale2: group(256, f16)",
+    ] {
+        let spec = ks(fields);
+        let q =
+            QuantizedWeights::quantize(&spec, n, k, &x).unwrap_or_else(|e| panic!("{fields}: {e}"));
+        let err = q
+            .dequantize()
+            .iter()
+            .zip(&x)
+            .map(|(a, b)| (a - f64::from(*b)).abs())
+            .fold(0.0, f64::max);
+        assert!(err < 0.004, "{fields}: max error {err:e}");
+    }
+}
