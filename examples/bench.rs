@@ -1,8 +1,9 @@
-//! Benchmark: W4A16 kernels declared with `gemm!` against cuBLAS (on the unquantized weights) and the
-//! DRAM floor, on one GPU.
+//! Benchmark: quantized GEMM kernels declared with `gemm!` (W4A16, FP8 W8A16, MXFP4/6/8, NVFP4, GGUF
+//! Q4_K) against cuBLAS (on the unquantized weights) and the DRAM floor, on one GPU.
 //!
 //! For every kernel, shape N x K and M it:
-//! - quantizes random weights once per shape (on all cores) and uploads them to as many device buffers
+//! - quantizes random weights once per shape (on all cores where the scales are per row; NVFP4's
+//!   tensor scale and Q4_K's super-group scales on one) and uploads them to as many device buffers
 //!   as it takes to hold more than `--rotate-mib` (512 MiB) of packed weights, at most `--max-copies`
 //!   (16): successive launches use successive copies, so the weights come from DRAM, not from the L2
 //!   cache (60 MB on the H200). A and C are rotated with them;
@@ -14,8 +15,9 @@
 //!   If capture fails it falls back to CUDA events around as many back-to-back launches, and says so;
 //! - times cuBLAS (`cublasGemmEx`, A's dtype in and out, f32 accumulation) on the unquantized weights,
 //!   rotated the same way (more than 512 MiB of them, at least 2 copies);
-//! - computes the DRAM floor: the bytes that must move once (packed weights, scales, zero points, A and
-//!   C) divided by the device-to-device copy bandwidth measured in the same run with a 4 GiB copy,
+//! - computes the DRAM floor: the bytes that must move once (what the kernel reads of the weights,
+//!   `DeviceWeights::bytes`: packed weights, the scale grid in A's dtype, zero points and the f32
+//!   channel factors; A and C) divided by the device-to-device copy bandwidth measured in the same run with a 4 GiB copy,
 //!   counting bytes read and written (the convention of `scripts/humming-kernels-bench.py`).
 //!
 //! Output, in `--out` (default `$OUT`, else `./bench-out`): a table on the terminal, `bench.json`
@@ -25,7 +27,9 @@
 //! With `--reference humming_py_bench.json` (written by `scripts/humming-kernels-bench.py`, which
 //! times the Python reference, humming-kernels) it also merges the two runs into `merged.md`,
 //! `merged.json` and `merged.svg`: N x K, M, floor, ours, cuBLAS, humming-kernels, ours /
-//! humming-kernels, ours / floor. `--from bench.json [--reference ...]` measures nothing: it prints the
+//! humming-kernels, ours / floor, and both sides' weight bytes. A reference row matches a kernel by its
+//! `format` (our kernel name) and N, K, M; where no reference row carries the kernel's name, an integer
+//! kernel matches the row of the same group and bits (`w4a16-u4` the "uint4" row). `--from bench.json [--reference ...]` measures nothing: it prints the
 //! table of an earlier run, draws its charts again and merges it, with no GPU. `--cpu-only` runs only
 //! the host-side preparation (weights, quantization, packing, reference) and reports its time.
 //!
@@ -33,10 +37,18 @@
 //!
 //! The main kernel, `w4a16`, is `a: f16, b: i4, scale: group(128, f16)`: symmetric signed 4-bit codes,
 //! which is what humming-kernels' "uint4" computes (it stores q + 8 and takes s · (q − 8)). The
-//! literal `b: u4` (no zero point, `w = s · q`) is `w4a16-u4`; both move the same bytes.
+//! literal `b: u4` (no zero point, `w = s · q`) is `w4a16-u4`; both move the same bytes. The float
+//! formats carry humming-kernels' names (those of `scripts/humming-kernels-bench.py --formats`), all
+//! with f16 activations: `w8a16_e4m3` (`b: e4m3, scale: channel(f16)`), `mxfp4` (`b: e2m1, scale:
+//! group(32, ue8m0)`), `nvfp4` (`b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)`), `mxfp8`
+//! (`b: e4m3, scale: group(32, ue8m0)`), `mxfp6` (`b: e2m3, scale: group(32, ue8m0)`). `q4_k` is GGUF
+//! Q4_K (`b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float`), which
+//! humming-kernels does not have: it is compared with cuBLAS and the floor only.
 //!
 //! ```text
 //! cargo run --release --example bench -- --shapes 8192x8192 --ms 1,16,256 --kernels w4a16,w4a16-bf16
+//! cargo run --release --example bench -- --shapes 8192x8192 --ms 1,16,64,256,1024 \
+//!     --kernels w8a16_e4m3,mxfp4,nvfp4,mxfp8,mxfp6,q4_k
 //! ```
 //!
 //! Without a GPU it prints `no GPU: <reason>` and exits 0. A failed correctness check makes the exit
@@ -66,6 +78,26 @@ humming::gemm! {
 
     /// Unsigned 4-bit codes without a zero point (`w = s · q`): the same bytes as `W4A16`.
     pub kernel W4A16U4 { a: f16, b: u4, scale: group(128, f16) }
+
+    /// FP8 weight-only (W8A16): e4m3 weights, one f16 scale per output channel (humming-kernels'
+    /// "float8e4m3" with a channel scale).
+    pub kernel W8A16E4m3 { a: f16, b: e4m3, scale: channel(f16) }
+
+    /// MXFP4 (OCP Microscaling): e2m1 weights, a ue8m0 (power of two) scale per 32 along K.
+    pub kernel Mxfp4 { a: f16, b: e2m1, scale: group(32, ue8m0) }
+
+    /// NVFP4: e2m1 weights, an e4m3 scale per 16 along K and one f32 tensor scale.
+    pub kernel Nvfp4 { a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32) }
+
+    /// MXFP8: e4m3 weights, a ue8m0 scale per 32 along K.
+    pub kernel Mxfp8 { a: f16, b: e4m3, scale: group(32, ue8m0) }
+
+    /// MXFP6: e2m3 weights, a ue8m0 scale per 32 along K.
+    pub kernel Mxfp6 { a: f16, b: e2m3, scale: group(32, ue8m0) }
+
+    /// GGUF Q4_K: 4-bit codes, 6-bit integer scales and mins per 32 along K under f16 factors per
+    /// 256 (`d · sc · q − dmin · m`). humming-kernels has no counterpart.
+    pub kernel Q4K { a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float }
 }
 
 mod common;
@@ -86,6 +118,25 @@ enum Kernel {
     W4a16Bf16,
     /// `a: f16, b: u4, scale: group(128, f16)`.
     W4a16U4,
+    /// `a: f16, b: e4m3, scale: channel(f16)` (humming-kernels' "float8e4m3", channel scale).
+    #[value(name = "w8a16_e4m3")]
+    W8a16E4m3,
+    /// `a: f16, b: e2m1, scale: group(32, ue8m0)`.
+    #[value(name = "mxfp4")]
+    Mxfp4,
+    /// `a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)`.
+    #[value(name = "nvfp4")]
+    Nvfp4,
+    /// `a: f16, b: e4m3, scale: group(32, ue8m0)`.
+    #[value(name = "mxfp8")]
+    Mxfp8,
+    /// `a: f16, b: e2m3, scale: group(32, ue8m0)`.
+    #[value(name = "mxfp6")]
+    Mxfp6,
+    /// GGUF Q4_K: `a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float`
+    /// (no humming-kernels counterpart).
+    #[value(name = "q4_k")]
+    Q4K,
 }
 
 impl Kernel {
@@ -94,6 +145,12 @@ impl Kernel {
             Kernel::W4a16 => "w4a16",
             Kernel::W4a16Bf16 => "w4a16-bf16",
             Kernel::W4a16U4 => "w4a16-u4",
+            Kernel::W8a16E4m3 => "w8a16_e4m3",
+            Kernel::Mxfp4 => "mxfp4",
+            Kernel::Nvfp4 => "nvfp4",
+            Kernel::Mxfp8 => "mxfp8",
+            Kernel::Mxfp6 => "mxfp6",
+            Kernel::Q4K => "q4_k",
         }
     }
     fn spec(self) -> KernelSpec {
@@ -101,6 +158,12 @@ impl Kernel {
             Kernel::W4a16 => W4A16::DESCRIPTOR,
             Kernel::W4a16Bf16 => W4A16Bf16::DESCRIPTOR,
             Kernel::W4a16U4 => W4A16U4::DESCRIPTOR,
+            Kernel::W8a16E4m3 => W8A16E4m3::DESCRIPTOR,
+            Kernel::Mxfp4 => Mxfp4::DESCRIPTOR,
+            Kernel::Nvfp4 => Nvfp4::DESCRIPTOR,
+            Kernel::Mxfp8 => Mxfp8::DESCRIPTOR,
+            Kernel::Mxfp6 => Mxfp6::DESCRIPTOR,
+            Kernel::Q4K => Q4K::DESCRIPTOR,
         }
     }
 }
@@ -132,7 +195,7 @@ impl FromStr for Shape {
 
 #[derive(Parser, Debug)]
 #[command(
-    about = "Times gemm!-declared W4A16 kernels against cuBLAS and the DRAM floor (CUDA-graph replay, weights rotated past the L2 cache)."
+    about = "Times gemm!-declared quantized kernels against cuBLAS and the DRAM floor (CUDA-graph replay, weights rotated past the L2 cache)."
 )]
 struct Args {
     /// Weight shapes N x K, comma separated.
@@ -544,9 +607,12 @@ fn cpu_only(args: &Args) -> Res<()> {
             let fp = to_elements::<f16>(&w);
             let t_fp = t.elapsed().as_secs_f64();
             println!(
-                "{} {n}x{k}: random {t_rand:.2} s, quantize {t_q:.2} s, pack {t_pack:.2} s ({:.1} MiB), reference {t_ref:.2} s ({} values), to f16 {t_fp:.2} s ({} values)",
+                "{} {n}x{k}: random {t_rand:.2} s, quantize {t_q:.2} s, pack {t_pack:.2} s ({:.3} MiB on the GPU), reference {t_ref:.2} s ({} values), to f16 {t_fp:.2} s ({} values)",
                 kernel.name(),
-                (packed.b.len() + 2 * packed.scales.len()) as f64 / (1 << 20) as f64,
+                (packed.b.len()
+                    + 2 * (packed.scales.len() + packed.zeros.len())
+                    + 4 * packed.channel.len()) as f64
+                    / (1 << 20) as f64,
                 c.len(),
                 fp.len()
             );
@@ -620,7 +686,9 @@ fn run(args: &Args) -> Res<ExitCode> {
         notes: vec![
             "times: median per launch over `trials` CUDA-graph replays of `launches_per_trial` launches (a whole number of turns through `copies` weight copies)".into(),
             "floor_us = (weight_bytes + a_bytes + c_bytes) / copy_bw; copy_bw counts bytes read + written, as scripts/humming-kernels-bench.py".into(),
+            "weight_bytes = DeviceWeights::bytes(): packed weights, the scale grid (2 bytes per entry, A's dtype, as uploaded), zero points and the f32 channel factors".into(),
             "w4a16 is `b: i4` (symmetric), the format of humming-kernels' uint4 (q - 8)".into(),
+            "w8a16_e4m3, mxfp4, nvfp4, mxfp8, mxfp6 are humming-kernels' formats of those names (scripts/humming-kernels-bench.py); q4_k (GGUF Q4_K) has no humming-kernels counterpart".into(),
         ],
         rows: Vec::new(),
     };
@@ -636,6 +704,12 @@ fn run(args: &Args) -> Res<ExitCode> {
                 Kernel::W4a16 => bench_kernel::<W4A16, f16>(&env, kernel, shape, &w, &a),
                 Kernel::W4a16Bf16 => bench_kernel::<W4A16Bf16, bf16>(&env, kernel, shape, &w, &a),
                 Kernel::W4a16U4 => bench_kernel::<W4A16U4, f16>(&env, kernel, shape, &w, &a),
+                Kernel::W8a16E4m3 => bench_kernel::<W8A16E4m3, f16>(&env, kernel, shape, &w, &a),
+                Kernel::Mxfp4 => bench_kernel::<Mxfp4, f16>(&env, kernel, shape, &w, &a),
+                Kernel::Nvfp4 => bench_kernel::<Nvfp4, f16>(&env, kernel, shape, &w, &a),
+                Kernel::Mxfp8 => bench_kernel::<Mxfp8, f16>(&env, kernel, shape, &w, &a),
+                Kernel::Mxfp6 => bench_kernel::<Mxfp6, f16>(&env, kernel, shape, &w, &a),
+                Kernel::Q4K => bench_kernel::<Q4K, f16>(&env, kernel, shape, &w, &a),
             };
             match rows {
                 Ok(rows) => report.rows.extend(rows),
