@@ -12,16 +12,23 @@
 #   bash scripts/bench-h200.sh [--shapes 4096x4096,...] [--ms 1,8,...] [--kernels w4a16,...]
 #                              [--only ours|reference|merge] [--reference-script PATH]
 #                              [-- more .gpu/bench arguments]
+#   bash scripts/bench-h200.sh --float    # the float-weight formats and Q4_K: the same as
+#       --kernels w8a16_e4m3,mxfp4,nvfp4,mxfp8,mxfp6,q4_k --shapes 8192x8192,4096x4096 --ms 1,16,64,256,1024
+#       (--shapes, --ms or --kernels given as well override the preset's)
 # --only splits the work over several calls (each call's $OUT comes back; `merge` needs both JSONs in
 # $OUT, so copy them back there first). --reference-script runs another script in place of
 # scripts/humming-kernels-bench.py; it is called the same way (python3 PATH --shapes S --ms M
-# --formats uint4:128 --out DIR, with OUT=DIR in its environment) and must write DIR/humming_py_bench.json
+# --formats F --out DIR, with OUT=DIR in its environment) and must write DIR/humming_py_bench.json
 # in the same JSON contract (the reader is `merge` in examples/bench.rs). Results in $OUT (else
 # ./bench-out): bench.json, bench-*.svg, humming_py_bench.json, merged.md, merged.json, merged.svg and
 # the logs.
 #
-# Note: our W4A16 (`w4a16`) is `b: i4` (symmetric), the format of humming-kernels' "uint4" (q - 8),
-# group 128, which is what the reference step runs (--formats uint4:128). Both sides add copies of the
+# The reference step runs the formats of --kernels by our names (--formats w4a16,mxfp4,...; the script
+# takes them): our W4A16 (`w4a16`) is `b: i4` (symmetric), the format of humming-kernels' "uint4"
+# (q - 8), group 128, and `w4a16-u4` is compared with that row too; `w8a16_e4m3`, `mxfp4`, `nvfp4`,
+# `mxfp8`, `mxfp6` are humming-kernels' formats of those names. `w4a16-bf16` (humming-kernels runs
+# fp16 only) and `q4_k` (GGUF Q4_K, no humming-kernels counterpart) have no reference rows: the merged
+# table compares them with cuBLAS and the floor only. Both sides add copies of the
 # weights until they hold more than 512 MiB (at least 2, at most 16 copies) and replay graphs of at
 # least 20 launches, rounded up to a whole number of turns through the copies (every reuse of a copy
 # is a full turn apart).
@@ -29,9 +36,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench-out}"
 mkdir -p "$out"
-shapes=4096x4096,8192x8192,28672x4096,4096x14336
-ms=1,8,16,32,64,128,256
-kernels=w4a16
+shapes=
+ms=
+kernels=
+float=0
 only=all
 ref_script=scripts/humming-kernels-bench.py
 extra=()
@@ -40,11 +48,28 @@ while [ $# -gt 0 ]; do
     --shapes) shapes="$2"; shift 2 ;;
     --ms) ms="$2"; shift 2 ;;
     --kernels) kernels="$2"; shift 2 ;;
+    --float) float=1; shift ;;
     --only) only="$2"; shift 2 ;;
     --reference-script) ref_script="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "bench-h200: unknown argument $1" >&2; exit 2 ;;
   esac
+done
+if [ "$float" = 1 ]; then
+  : "${shapes:=8192x8192,4096x4096}" "${ms:=1,16,64,256,1024}"
+  : "${kernels:=w8a16_e4m3,mxfp4,nvfp4,mxfp8,mxfp6,q4_k}"
+fi
+: "${shapes:=4096x4096,8192x8192,28672x4096,4096x14336}" "${ms:=1,8,16,32,64,128,256}" "${kernels:=w4a16}"
+# The reference's formats, by our kernel names: w4a16-u4 is compared with w4a16's "uint4" row;
+# w4a16-bf16 and q4_k have none.
+formats=
+for kern in ${kernels//,/ }; do
+  case "$kern" in
+    w4a16-bf16 | q4_k) continue ;;
+    w4a16-u4) f=w4a16 ;;
+    *) f="$kern" ;;
+  esac
+  case ",$formats," in *",$f,"*) ;; *) formats="${formats:+$formats,}$f" ;; esac
 done
 want() { [ "$only" = all ] || [ "$only" = "$1" ]; }
 export HUMMING_CACHE_DIR=/tmp/humming-cache
@@ -77,8 +102,10 @@ if want ours; then
   fi
 fi
 
-if want reference; then
-  echo "== reference: humming-kernels ($ref_script --shapes $shapes --ms $ms --formats uint4:128)"
+if want reference && [ -z "$formats" ]; then
+  echo "== reference: none of --kernels $kernels has a humming-kernels counterpart"
+elif want reference; then
+  echo "== reference: humming-kernels ($ref_script --shapes $shapes --ms $ms --formats $formats)"
   ref_ok=1
   if [ ! -f "$ref_script" ]; then
     echo "no reference script $ref_script"; ref_ok=0
@@ -96,7 +123,7 @@ if want reference; then
     echo "scripts/fetch-bench-wheels.sh here and carry .whl"; ref_ok=0
   fi
   if [ "$ref_ok" = 1 ]; then
-    OUT="$out" python3 "$ref_script" --shapes "$shapes" --ms "$ms" --formats uint4:128 --out "$out" 2>&1 \
+    OUT="$out" python3 "$ref_script" --shapes "$shapes" --ms "$ms" --formats "$formats" --out "$out" 2>&1 \
       | tee "$out/humming_py_bench.log"
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   else
@@ -104,7 +131,9 @@ if want reference; then
   fi
 fi
 
-if want merge; then
+if want merge && [ -z "$formats" ]; then
+  echo "== merged: nothing to merge (no humming-kernels run for --kernels $kernels)"
+elif want merge; then
   echo "== merged: ours vs humming-kernels"
   if [ -f "$out/bench.json" ] && [ -f "$out/humming_py_bench.json" ]; then
     .gpu/bench --from "$out/bench.json" --reference "$out/humming_py_bench.json" --out "$out" || rc=1
