@@ -30,6 +30,12 @@
 //! | Q5_K | `d * sc * q - dmin * m` | `a: f16, b: u5, scale: group(32, u6), scale2: group(256, f16), zero_point: float` | `q` |
 //! | Q6_K | `d * sc * (q - 32)` | `a: f16, b: i6, scale: group(16, i8), scale2: group(256, f16)` | `q - 32` as an i6 pattern |
 //!
+//! | IQ4_NL | `d * kvalues[q]` | `a: f16, b: i8, scale: group(32, f16)` | `kvalues[q]`, an i8 |
+//! | IQ4_XS | `d * (ls - 32) * kvalues[q]` | `a: f16, b: i8, scale: group(32, i6), scale2: group(256, f16)` | `kvalues[q]`, an i8 |
+//!
+//! The IQ4 codebooks' 16 levels are int8 values: stored as i8 codes they convert without loss, at 8
+//! bits per weight instead of 4 (a 4-bit code-table weight policy would keep 4; not generated yet).
+//!
 //! Every product `d * sc * q` and `dmin * m` is exact in f64, so `QuantizedWeights::dequantize`
 //! is ggml's value before ggml's own f32 roundings (of `d * sc * q - dmin * m`), which round it once.
 //!
@@ -43,7 +49,8 @@ use humming_runtime::{QuantizedWeights, ZeroPoints};
 use humming_spec::{DType, KernelSpec, parse_kernel_str};
 
 /// The GGML types [`to_quantized`] converts.
-pub const CONVERT_SUPPORTED: &str = "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
+pub const CONVERT_SUPPORTED: &str =
+    "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
 
 /// The descriptor text (fields of a `gemm!` kernel) of the lossless conversion of GGML type `ty`,
 /// or `None` if the type is not converted (see the module doc's table).
@@ -65,6 +72,8 @@ pub fn spec_text(ty: GgmlType) -> Option<&'static str> {
             "a: f16, b: u5, scale: group(32, u6), scale2: group(256, f16), zero_point: float"
         }
         GgmlType::Q6_K => "a: f16, b: i6, scale: group(16, i8), scale2: group(256, f16)",
+        GgmlType::IQ4_NL => "a: f16, b: i8, scale: group(32, f16)",
+        GgmlType::IQ4_XS => "a: f16, b: i8, scale: group(32, i6), scale2: group(256, f16)",
         _ => return None,
     })
 }
@@ -126,7 +135,7 @@ pub fn to_quantized(tensor: &GgufTensor<'_>) -> Result<QuantizedWeights> {
 /// # Errors
 /// - [`Error::UnsupportedActivation`] unless `activation` is `f16`;
 /// - [`Error::UnsupportedTensorType`] naming the tensor and its type for any type other than
-///   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K .. Q6_K (e.g. F32 norm vectors, IQ4_XS);
+///   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K, IQ4_NL and IQ4_XS (e.g. F32 norm vectors);
 /// - [`Error::Shape`] if the tensor is not a matrix (a dimension past the second is not 1);
 /// - [`Error::Weights`] if [`QuantizedWeights::from_parts`] rejects the parts (a block scale or
 ///   offset that is infinite or NaN).
@@ -208,31 +217,41 @@ pub fn to_quantized_as(tensor: &GgufTensor<'_>, activation: DType) -> Result<Qua
     })
 }
 
-/// The K-quant conversion: codes (signed types as the pattern of `code - bias`), integer scales,
-/// `d` as the secondary group scale, mins with `-dmin` as two-level offsets; nothing rounded.
+/// [`to_quantized`] of a decoded K-quant or IQ4 matrix: the same lossless conversion, for
+/// [`crate::kquant::TwoLevel`] values built from bytes outside a GGUF file.
+///
+/// # Errors
+/// [`Error::Weights`] if a super-block factor is infinite or NaN.
+pub fn from_two_level(t: &crate::kquant::TwoLevel) -> Result<QuantizedWeights> {
+    let spec = spec_for("", t.ty, DType::F16)?;
+    two_level(&spec, t, "")
+}
+
+/// The K-quant and IQ4 conversion: codes as the pattern of their level (`code - bias`, or the IQ4
+/// codebook's int8), integer scales, `d` as the secondary group scale (IQ4_NL: as the group scale),
+/// mins with `-dmin` as two-level offsets; nothing rounded.
 fn two_level(
     spec: &KernelSpec,
     t: &crate::kquant::TwoLevel,
     name: &str,
 ) -> Result<QuantizedWeights> {
-    let bias = match t.levels {
-        crate::kquant::Levels::Offset(b) => b,
-        crate::kquant::Levels::Table(_) => {
-            return Err(Error::UnsupportedTensorType {
-                tensor: name.to_owned(),
-                ty: t.ty,
-                supported: CONVERT_SUPPORTED,
-            });
-        }
-    };
-    let mask = (1i32 << t.bits) - 1;
+    let bits = spec.b.bits();
+    let mask = (1i32 << bits) - 1;
+    // The stored code: the pattern of the level (code - bias, or the codebook's int8) in b's bits.
     let codes = t
         .codes
         .iter()
-        .map(|&c| ((i32::from(c) - bias) & mask) as u8)
+        .map(|&c| (t.levels.level(c) & mask) as u8)
         .collect();
-    let scales = t.scales.iter().map(|&s| f32::from(s)).collect();
-    let scale2 = t.d.iter().map(|d| d.to_f32()).collect();
+    let (scales, scale2) = if t.ty == GgmlType::IQ4_NL {
+        // One level: the block's d is the group scale.
+        (t.d.iter().map(|d| d.to_f32()).collect(), Vec::new())
+    } else {
+        (
+            t.scales.iter().map(|&s| f32::from(s)).collect(),
+            t.d.iter().map(|d| d.to_f32()).collect(),
+        )
+    };
     let zeros = match (&t.mins, &t.dmin) {
         (Some(m), Some(dmin)) => ZeroPoints::FloatTwoLevel {
             offsets: m.iter().map(|&m| f32::from(m)).collect(),

@@ -38,7 +38,7 @@ pub mod llama;
 pub mod model;
 
 pub use checkpoint::{SafetensorsFile, SafetensorsInfo};
-pub use convert::{check_declaration, spec_for, to_quantized, to_quantized_as};
+pub use convert::{check_declaration, from_two_level, spec_for, to_quantized, to_quantized_as};
 pub use error::{Error, Result};
 pub use ggml::ggml_dequantize;
 pub use gguf::{GgmlType, GgufFile, GgufTensor, MetaValue, TensorInfo};

@@ -224,6 +224,18 @@ fn check(ty: GgmlType, n: usize, k: usize, blocks: &[Blk]) -> Vec<f32> {
         bits(&ggml),
         "{ty}: dequantize vs ggml"
     );
+    // The lossless conversion into kernel weights: the exact value rounded to f32 is ggml's.
+    let finite =
+        t.d.iter()
+            .chain(t.dmin.iter().flatten())
+            .all(|d| d.is_finite());
+    match humming_import::from_two_level(&t) {
+        Ok(w) => {
+            let ours: Vec<f32> = w.dequantize().iter().map(|&v| v as f32).collect();
+            assert_eq!(bits(&ours), bits(&ggml), "{ty}: converted weights vs ggml");
+        }
+        Err(e) => assert!(!finite, "{ty}: conversion failed on finite factors: {e}"),
+    }
     for row in 0..n {
         for col in 0..k {
             assert_eq!(
