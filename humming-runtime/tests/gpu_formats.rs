@@ -292,6 +292,10 @@ const NAMED: &[(&str, &str)] = &[
         "GGUF Q6_K",
         "b: i6, scale: group(16, i8), scale2: group(256, f16)",
     ),
+    (
+        "GGUF IQ4_XS as i8 codebook levels",
+        "b: i8, scale: group(32, i6), scale2: group(256, f16)",
+    ),
 ];
 
 fn named_for(bf: bool) {
