@@ -38,7 +38,7 @@
 //! occurs, 2 when the model file is absent.
 
 use clap::Parser;
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::CudaStream;
 use humming::cuda::{self, DeviceWeights, Gemm};
 use humming::half::f16;
 use humming::reference::{reference_gemm_elements, to_f64};
@@ -48,7 +48,6 @@ use humming_import::{
     GgmlType, GgufFile, LinearKind, LinearLayer, LlamaModel, check_declaration, ggml_dequantize,
     smollm2_gguf_path,
 };
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -65,9 +64,10 @@ humming::gemm! {
 
 mod common;
 use common::gguf_tokenizer;
+use common::layer_sweep::{GraphPass, Sweep, Timed, forward_line, gbs, graphs_pass, nk, progress};
 use common::llama_block::{Heads, block0, rmsnorm, silu_glu, to_f16, worse};
 use common::table::{Col, Table};
-use common::timing::{Res, capture, event_flags, events_us};
+use common::timing::{Res, events_us};
 
 /// The kernel that runs the tensors of each GGML type.
 const KERNELS: [(GgmlType, &str, KernelSpec); 2] = [
@@ -143,17 +143,6 @@ struct Args {
 // ---------------------------------------------------------------------------------------------------
 // Model and tokens
 
-fn progress(len: usize, msg: &'static str) -> ProgressBar {
-    let pb = ProgressBar::new(len as u64);
-    pb.set_style(
-        ProgressStyle::with_template("{msg:<26} [{bar:40}] {pos}/{len} {elapsed_precise}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_message(msg);
-    pb
-}
-
 /// Converts every linear tensor of the file (with a progress bar); each type must have a kernel.
 fn load_model(file: &GgufFile) -> Res<LlamaModel> {
     let started = Instant::now();
@@ -215,10 +204,6 @@ fn tokenize(tokenizer: Option<&Tokenizer>, vocab: usize, text: &str) -> Res<(Vec
     let ids: Vec<u32> = (0..32).map(|i| ((i * 1543 + 101) % vocab) as u32).collect();
     let how = "fixed token ids (the file has no usable GPT-2 tokenizer metadata)";
     Ok((ids, how.to_owned()))
-}
-
-fn nk(l: &LinearLayer) -> String {
-    format!("{} x {}", l.weights.n(), l.weights.k())
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -362,14 +347,6 @@ impl Gpu {
     }
 }
 
-/// One layer at one M: its index in [`Measured::all`], time and error.
-struct Timed {
-    layer: usize,
-    m: usize,
-    us: f64,
-    err: f64,
-}
-
 /// Every layer on the GPU and what was measured.
 struct Measured<'m> {
     /// The 210 layers, then the LM head.
@@ -449,14 +426,18 @@ fn measure<'m>(
 
     // One forward pass: all 210 layers back to back, each once, `sweeps` times; then as one graph.
     let (layers, bufs) = (&all[..head_at], &mut bufs[..head_at]);
+    let sweep = Sweep {
+        stream: s,
+        layers,
+        gemms: layers.iter().map(|l| gpu.gemm(l)).collect(),
+        dws: &dws,
+    };
     let mut sweep_us = Vec::new();
     let mut graph = Vec::new();
     for &m in &args.ms {
-        let us = events_us(s, 2, args.sweeps.max(1), || {
-            forward(gpu, layers, &dws, bufs, m)
-        })?;
+        let us = events_us(s, 2, args.sweeps.max(1), || sweep.forward(bufs, m))?;
         sweep_us.push(us);
-        let pass = graph_pass(gpu, layers, &dws, bufs, m, args.replays.max(1));
+        let pass = sweep.graph_pass(bufs, m, args.replays.max(1));
         graph.push(pass.map_err(|e| e.to_string()));
     }
     Ok(Measured {
@@ -468,133 +449,6 @@ fn measure<'m>(
         graph,
         layer_bytes,
     })
-}
-
-/// Activations and outputs of one layer on the GPU.
-type Bufs = (CudaSlice<f16>, CudaSlice<f16>);
-
-/// One forward pass: every layer of `layers` once, in order, at `m` rows.
-fn forward(
-    gpu: &Gpu,
-    layers: &[&LinearLayer],
-    dws: &[DeviceWeights],
-    bufs: &mut [Bufs],
-    m: usize,
-) -> Res<()> {
-    for ((l, dw), (a, c)) in layers.iter().zip(dws).zip(bufs) {
-        gpu.gemm(l).run(a, m, dw, None, c)?;
-    }
-    Ok(())
-}
-
-/// The forward pass at one M as one CUDA graph.
-struct GraphPass {
-    /// Microseconds per replay (CUDA events around `--replays` replays).
-    us: f64,
-    /// Output elements (the first `m` rows of every layer's C) compared with the launches', and how
-    /// many of them differ in any bit.
-    compared: usize,
-    mismatched: usize,
-}
-
-/// Outputs whose bits differ.
-fn bit_mismatches(a: &[f16], b: &[f16]) -> usize {
-    let differ = a.iter().zip(b).filter(|(x, y)| x.to_bits() != y.to_bits());
-    differ.count() + a.len().abs_diff(b.len())
-}
-
-/// Captures [`forward`] at `m` rows (the same launches, buffers and options) once into a CUDA graph,
-/// checks that a replay writes the bits the launches one by one wrote, and times `replays` replays.
-fn graph_pass(
-    gpu: &Gpu,
-    layers: &[&LinearLayer],
-    dws: &[DeviceWeights],
-    bufs: &mut [Bufs],
-    m: usize,
-    replays: usize,
-) -> Res<GraphPass> {
-    let s = &gpu.stream;
-    // Nothing allocates in the capture: reserve() grows each kernel's split-K partials and tickets to
-    // cover M <= m beforehand (a launch allocates only if its plan needs more), and the deterministic
-    // reduction's last split resets its ticket to 0, so every replay starts from the captured state.
-    for l in layers {
-        gpu.gemm(l).reserve(m, l.weights.n(), l.weights.k())?;
-    }
-    let outputs = |bufs: &[Bufs]| -> Res<Vec<Vec<f16>>> {
-        let rows = layers.iter().zip(bufs);
-        rows.map(|(l, (_, c))| Ok(s.clone_dtoh(&c.slice(..m * l.weights.n()))?))
-            .collect()
-    };
-    forward(gpu, layers, dws, bufs, m)?;
-    let want = outputs(bufs)?;
-    let graph = capture(s, 1, 1, &mut |_| forward(gpu, layers, dws, bufs, m))?;
-    graph.upload()?;
-    // Poison C (f16 NaN), so that an output the replay did not write differs.
-    for (_, c) in bufs.iter_mut() {
-        s.memcpy_htod(&vec![f16::from_bits(0x7e01); c.len()], c)?;
-    }
-    graph.launch()?;
-    let got = outputs(bufs)?;
-    let compared = want.iter().map(Vec::len).sum();
-    let mismatched = want
-        .iter()
-        .zip(&got)
-        .map(|(w, g)| bit_mismatches(w, g))
-        .sum();
-    for _ in 0..2 {
-        graph.launch()?;
-    }
-    let e0 = s.record_event(event_flags())?;
-    for _ in 0..replays {
-        graph.launch()?;
-    }
-    let e1 = s.record_event(event_flags())?;
-    let us = f64::from(e0.elapsed_ms(&e1)?) * 1e3 / replays as f64;
-    Ok(GraphPass {
-        us,
-        compared,
-        mismatched,
-    })
-}
-
-/// The summary line of the forward pass at one M, launch by launch and as one CUDA graph.
-fn forward_line(
-    layers: usize,
-    m: usize,
-    sweep_us: f64,
-    graph: &Result<GraphPass, String>,
-) -> String {
-    let head =
-        format!("forward pass ({layers} layers, M = {m}): {sweep_us:.1} us launch by launch");
-    match graph {
-        Ok(g) => {
-            let check = if g.mismatched == 0 {
-                format!("replay = launches bit for bit ({} outputs)", g.compared)
-            } else {
-                format!(
-                    "FAIL: {} of {} replay outputs differ from the launches'",
-                    g.mismatched, g.compared
-                )
-            };
-            format!(
-                "{head}, {:.1} us as one CUDA graph ({:.2}x); {check}",
-                g.us,
-                sweep_us / g.us
-            )
-        }
-        Err(e) => format!("{head}; CUDA graph FAILED: {e}"),
-    }
-}
-
-/// Whether every graph replay ran and matched the launches bit for bit.
-fn graphs_pass(r: &Measured) -> bool {
-    r.graph
-        .iter()
-        .all(|g| g.as_ref().is_ok_and(|g| g.mismatched == 0))
-}
-
-fn gbs(bytes: usize, us: f64) -> f64 {
-    bytes as f64 / (us * 1e-6) / 1e9
 }
 
 /// Prints the tables per layer kind, per layer (`--per-layer`) and of the forward passes; returns
@@ -804,7 +658,7 @@ fn gpu_path(
 
     let pass = worst <= args.tol
         && worst_head <= args.tol
-        && graphs_pass(&measured)
+        && graphs_pass(&measured.graph)
         && block.worst_isolated <= args.tol
         && block.output <= args.block_tol;
     let verdict = if pass { "PASS" } else { "FAIL" };
@@ -819,7 +673,7 @@ fn gpu_path(
         ms.join(","),
         args.tol,
         totals.join(", "),
-        if graphs_pass(&measured) {
+        if graphs_pass(&measured.graph) {
             ", graph replays = launches bit for bit"
         } else {
             ", GRAPH CHECK FAILED"
@@ -1008,47 +862,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The graph check counts outputs that differ in any bit: -0 against +0 and two NaNs of different
-    /// payloads too, and a missing output.
-    #[test]
-    fn graph_check_is_bitwise() {
-        let h = |bits: &[u16]| bits.iter().map(|&b| f16::from_bits(b)).collect::<Vec<_>>();
-        let want = h(&[0x3c00, 0x0000, 0x7e00, 0xc000]);
-        assert_eq!(bit_mismatches(&want, &want), 0);
-        assert_eq!(
-            bit_mismatches(&want, &h(&[0x3c00, 0x8000, 0x7e01, 0xc000])),
-            2
-        );
-        assert_eq!(bit_mismatches(&want, &want[..3]), 1);
-    }
-
-    /// The forward-pass line: both times and their ratio, the check, or why the graph failed.
-    #[test]
-    fn forward_line_reads() {
-        let pass = |mismatched| {
-            Ok(GraphPass {
-                us: 312.4,
-                compared: 123_456,
-                mismatched,
-            })
-        };
-        assert_eq!(
-            forward_line(210, 1, 1046.2, &pass(0)),
-            "forward pass (210 layers, M = 1): 1046.2 us launch by launch, 312.4 us as one CUDA graph \
-             (3.35x); replay = launches bit for bit (123456 outputs)"
-        );
-        assert!(
-            forward_line(210, 1, 1046.2, &pass(7))
-                .ends_with("FAIL: 7 of 123456 replay outputs differ from the launches'")
-        );
-        let failed = forward_line(210, 16, 900.0, &Err("capture: not permitted".into()));
-        assert_eq!(
-            failed,
-            "forward pass (210 layers, M = 16): 900.0 us launch by launch; CUDA graph FAILED: \
-             capture: not permitted"
-        );
-    }
 
     /// The default prompt's token ids by the file's tokenizer, pinned.
     #[test]

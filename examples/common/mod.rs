@@ -7,6 +7,8 @@
 //! - [`device`]: rotating copies of packed weights, cuBLAS on unquantized weights;
 //! - [`bench_report`]: the benchmark's JSON, table, charts and merge with humming-kernels;
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer from a GGUF file's vocabulary;
+//! - [`layer_sweep`]: the forward pass of a real model's layers, launched one by one and as one
+//!   CUDA graph (`smollm2`, `gemma3`);
 //! - [`llama_block`]: llama's host steps (RMSNorm, RoPE, attention, SiLU-GLU) and the check of one
 //!   block end to end.
 
@@ -17,6 +19,7 @@ pub mod bench_report;
 pub mod device;
 pub mod gguf_tokenizer;
 pub mod host;
+pub mod layer_sweep;
 pub mod llama_block;
 pub mod plot;
 pub mod table;
