@@ -194,64 +194,29 @@ impl QuantizedWeights {
         }
         let (rows, cols) = scale_shape(spec, n, k);
         let want_s = rows * cols;
-        if scales.len() != want_s {
-            return Err(invalid(
-                "scales",
-                format!(
-                    "expected {rows} * {cols} = {want_s} scales ({}), found {}",
-                    scale_shape_name(spec),
-                    scales.len()
-                ),
-            ));
-        }
-        let want2 = scale2_len(spec, n, k);
-        if scale2.len() != want2 {
-            return Err(invalid(
-                "scale2",
-                format!(
-                    "expected {want2} secondary scales ({}), found {}",
-                    match spec.scale2.map(|s| s.granularity) {
-                        None => "the spec has no secondary scale",
-                        Some(ScaleGranularity::Tensor) => "one per tensor",
-                        _ => "one per output channel",
-                    },
-                    scale2.len()
-                ),
-            ));
-        }
+        let sd = spec.scale.dtype;
         let s2d = spec.scale2.map_or(DType::F32, |s| s.dtype);
-        if let Some(i) = scale2
-            .iter()
-            .position(|&s| !is_representable(f64::from(s), s2d))
-        {
-            return Err(invalid(
-                "scale2",
-                format!(
-                    "secondary scale {} at index {i} is not finite or not exactly representable in {s2d}",
-                    scale2[i]
-                ),
-            ));
-        }
+        let want2 = scale2_len(spec, n, k);
+        let shape2 = match spec.scale2.map(|s| s.granularity) {
+            None => "the spec has no secondary scale",
+            Some(ScaleGranularity::Tensor) => "one per tensor",
+            Some(ScaleGranularity::Group { .. }) => "super-groups along K x N",
+            _ => "one per output channel",
+        };
+        check_values(
+            "scales",
+            "scale",
+            &scales,
+            want_s,
+            scale_shape_name(spec),
+            sd,
+        )?;
+        check_values("scale2", "secondary scale", &scale2, want2, shape2, s2d)?;
         let want = if spec.zero_point == ZeroPoint::None {
             0
         } else {
             want_s
         };
-        let sd = spec.scale.dtype;
-        for (i, &s) in scales.iter().enumerate() {
-            if !s.is_finite() {
-                return Err(invalid(
-                    "scales",
-                    format!("scale {s} at index {i} is not finite"),
-                ));
-            }
-            if !is_representable(f64::from(s), sd) {
-                return Err(invalid(
-                    "scales",
-                    format!("scale {s:e} at index {i} is not exactly representable in {sd}"),
-                ));
-            }
-        }
         match (&zeros, spec.zero_point) {
             (ZeroPoints::None, ZeroPoint::None) => {}
             (ZeroPoints::Integer(z), ZeroPoint::Integer) => {
@@ -275,77 +240,20 @@ impl QuantizedWeights {
                 }
             }
             (ZeroPoints::Float(z), ZeroPoint::FloatOffset) if !sd.is_integer() => {
-                if z.len() != want {
-                    return Err(invalid(
-                        "zeros",
-                        format!(
-                            "expected {want} float offsets (the scales' shape), found {}",
-                            z.len()
-                        ),
-                    ));
-                }
-                for (i, &m) in z.iter().enumerate() {
-                    if !m.is_finite() {
-                        return Err(invalid(
-                            "zeros",
-                            format!("float offset {m} at index {i} is not finite"),
-                        ));
-                    }
-                    if !is_representable(f64::from(m), sd) {
-                        return Err(invalid(
-                            "zeros",
-                            format!(
-                                "float offset {m:e} at index {i} is not exactly representable in {sd}"
-                            ),
-                        ));
-                    }
-                }
+                check_values("zeros", "float offset", z, want, "the scales' shape", sd)?;
             }
             (ZeroPoints::FloatTwoLevel { offsets, factors }, ZeroPoint::FloatOffset)
                 if sd.is_integer() =>
             {
-                if offsets.len() != want {
-                    return Err(invalid(
-                        "zeros",
-                        format!(
-                            "expected {want} integer offsets (the scales' shape), found {}",
-                            offsets.len()
-                        ),
-                    ));
-                }
-                if let Some(i) = offsets
-                    .iter()
-                    .position(|&m| !is_representable(f64::from(m), sd))
-                {
-                    return Err(invalid(
-                        "zeros",
-                        format!(
-                            "offset {} at index {i} is not an integer of {sd}",
-                            offsets[i]
-                        ),
-                    ));
-                }
-                if factors.len() != want2 {
-                    return Err(invalid(
-                        "zeros",
-                        format!(
-                            "expected {want2} offset factors (the secondary scales' shape), found {}",
-                            factors.len()
-                        ),
-                    ));
-                }
-                if let Some(i) = factors
-                    .iter()
-                    .position(|&f| !is_representable(f64::from(f), s2d))
-                {
-                    return Err(invalid(
-                        "zeros",
-                        format!(
-                            "offset factor {} at index {i} is not finite or not exactly representable in {s2d}",
-                            factors[i]
-                        ),
-                    ));
-                }
+                check_values(
+                    "zeros",
+                    "integer offset",
+                    offsets,
+                    want,
+                    "the scales' shape",
+                    sd,
+                )?;
+                check_values("zeros", "offset factor", factors, want2, shape2, s2d)?;
             }
             (ZeroPoints::Float(_), ZeroPoint::FloatOffset) if sd.is_integer() => {
                 return Err(invalid(
@@ -674,6 +582,40 @@ impl QuantizedWeights {
 /// infinity code, which `from_parts` rejects, gives 0).
 pub(crate) fn code_value_of(b: DType, c: u8) -> f64 {
     b.finite_value(u32::from(c)).unwrap_or(0.0)
+}
+
+/// Checks a parameter array: `want` values (`shape` says which), each finite and exactly
+/// representable in `dtype`; errors name `arg` and call a value `what`.
+fn check_values(
+    arg: &'static str,
+    what: &str,
+    vals: &[f32],
+    want: usize,
+    shape: &str,
+    dtype: DType,
+) -> Result<()> {
+    if vals.len() != want {
+        return Err(invalid(
+            arg,
+            format!(
+                "expected {want} values of {what} ({shape}), found {}",
+                vals.len()
+            ),
+        ));
+    }
+    match vals
+        .iter()
+        .position(|&v| !is_representable(f64::from(v), dtype))
+    {
+        Some(i) => Err(invalid(
+            arg,
+            format!(
+                "{what} {:e} at index {i} is not finite or not exactly representable in {dtype}",
+                vals[i]
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The shape `(rows along K, columns along N)` of the primary scales of an `[N, K]` weight: channel
