@@ -313,29 +313,9 @@ impl QuantizedWeights {
     pub fn quantize(spec: &KernelSpec, n: usize, k: usize, weights: &[f32]) -> Result<Self> {
         check_spec(spec)?;
         let nk = check_dims(n, k)?;
+        check_weights(n, k, nk, weights)?;
         if !is_integer_classic(spec) {
-            check_weights(n, k, nk, weights)?;
             return quantize_general(spec, n, k, weights);
-        }
-        if weights.len() != nk {
-            return Err(invalid(
-                "weights",
-                format!(
-                    "expected N * K = {n} * {k} = {nk} weights, found {}",
-                    weights.len()
-                ),
-            ));
-        }
-        if let Some(i) = weights.iter().position(|w| !w.is_finite()) {
-            return Err(invalid(
-                "weights",
-                format!(
-                    "weight {} at index {i} (n = {}, k = {}) is not finite",
-                    weights[i],
-                    i / k,
-                    i % k
-                ),
-            ));
         }
         let rows = groups_of(spec, k);
         let g = group_len(spec, k);
