@@ -118,35 +118,53 @@ fn two_level_weights(
         .unwrap_or_else(|e| panic!("{sp}: weights: {e}"))
 }
 
-/// Every case of one descriptor; the kernel is compiled once. `scale`: one value for every scale (the
-/// extremes test), with A scaled by `2^a_exp`. Returns the worst relative error.
-#[allow(clippy::too_many_arguments)]
-fn check<T: Element>(
-    stream: &Stream,
-    fields: &str,
-    ms: &[usize],
-    ns: &[usize],
-    ks: &[usize],
+/// The cases of one descriptor: every M for every (N, K); `scale`: one value for every scale (the
+/// extremes test), with A scaled by `2^a_exp`.
+#[derive(Clone, Copy)]
+struct Cases<'a> {
+    ms: &'a [usize],
+    ns: &'a [usize],
+    ks: &'a [usize],
     scale: Option<f32>,
     a_exp: i32,
-    rng: &mut Rng,
-) -> f64 {
+}
+
+/// The small set: M = 1 and 33, N = 192, K = 576.
+const SMALL: Cases<'static> = Cases {
+    ms: &[1, 33],
+    ns: &[192],
+    ks: &[576],
+    scale: None,
+    a_exp: 0,
+};
+
+/// [`check`] with A and C of bf16 (`bf`) or f16.
+fn check_in(bf: bool, stream: &Stream, fields: &str, cases: Cases, rng: &mut Rng) -> f64 {
+    if bf {
+        check::<bf16>(stream, fields, cases, rng)
+    } else {
+        check::<f16>(stream, fields, cases, rng)
+    }
+}
+
+/// Every case of one descriptor; the kernel is compiled once. Returns the worst relative error.
+fn check<T: Element>(stream: &Stream, fields: &str, c: Cases, rng: &mut Rng) -> f64 {
     let sp = parse(fields);
     let tol = if T::DTYPE == DType::F16 { 1e-2 } else { 2e-2 };
     let gemm =
         Gemm::<T, T>::compile(stream, fields, sp).unwrap_or_else(|e| panic!("{fields}: {e}"));
     let mut worst = 0f64;
-    for &n in ns {
-        for &k in ks {
-            let w = random_weights(rng, &sp, n, k, scale);
+    for &n in c.ns {
+        for &k in c.ks {
+            let w = random_weights(rng, &sp, n, k, c.scale);
             let w_ref = w.dequantize();
             let dw = gemm
                 .upload(&w)
                 .unwrap_or_else(|e| panic!("{fields}: upload: {e}"));
-            for &m in ms {
+            for &m in c.ms {
                 let label = format!("{fields} M={m} N={n} K={k}");
                 let opts = CaseOpts {
-                    a_exp,
+                    a_exp: c.a_exp,
                     ..CaseOpts::default()
                 };
                 let (e, _) = run_case(stream, &gemm, &w, &w_ref, &dw, m, rng, &label, opts);
@@ -194,29 +212,7 @@ fn every_float_format_for(bf: bool) {
     let mut worst = 0f64;
     for b in &formats {
         let fields = format!("a: {a}, b: {b}, scale: group(32, {a}), {tile}");
-        let e = if bf {
-            check::<bf16>(
-                &stream,
-                &fields,
-                &[1, 33],
-                &[192],
-                &[576],
-                None,
-                0,
-                &mut rng,
-            )
-        } else {
-            check::<f16>(
-                &stream,
-                &fields,
-                &[1, 33],
-                &[192],
-                &[576],
-                None,
-                0,
-                &mut rng,
-            )
-        };
+        let e = check_in(bf, &stream, &fields, SMALL, &mut rng);
         worst = worst.max(e);
     }
     println!(
@@ -312,11 +308,13 @@ fn named_for(bf: bool) {
     };
     for (what, fields) in NAMED {
         let fields = format!("a: {a}, {}", fields.replace("{a}", a));
-        let e = if bf {
-            check::<bf16>(&stream, &fields, ms, ns, ks, None, 0, &mut rng)
-        } else {
-            check::<f16>(&stream, &fields, ms, ns, ks, None, 0, &mut rng)
+        let cases = Cases {
+            ms,
+            ns,
+            ks,
+            ..SMALL
         };
+        let e = check_in(bf, &stream, &fields, cases, &mut rng);
         println!("{name}: {what} ({fields}): worst relative error {e:.3e}");
     }
 }
@@ -380,32 +378,12 @@ fn extremes_for(bf: bool) {
                 continue;
             }
             let a_exp = a_exp.clamp(-64, 64);
-            let run = |rng: &mut Rng| {
-                if bf {
-                    check::<bf16>(
-                        &stream,
-                        &fields,
-                        &[1, 33],
-                        &[192],
-                        &[576],
-                        Some(s),
-                        a_exp,
-                        rng,
-                    )
-                } else {
-                    check::<f16>(
-                        &stream,
-                        &fields,
-                        &[1, 33],
-                        &[192],
-                        &[576],
-                        Some(s),
-                        a_exp,
-                        rng,
-                    )
-                }
+            let cases = Cases {
+                scale: Some(s),
+                a_exp,
+                ..SMALL
             };
-            let e = run(&mut rng);
+            let e = check_in(bf, &stream, &fields, cases, &mut rng);
             println!(
                 "{name}: {fields} with every scale {s:e} (A ~ 2^{a_exp}): relative error {e:.3e}"
             );
