@@ -19,14 +19,15 @@ pub enum ScaleGranularity {
         /// Group size along K.
         size: u32,
     },
-    /// One scale per `n × k` block of B (DeepSeek-V3 FP8 style): `[N / n, K / k]`. Model only.
+    /// One scale per `n × k` block of B (DeepSeek-V3 FP8 style), f32; the weights hold them
+    /// `[ceil(K / k), ceil(N / n)]`.
     Block {
         /// Block extent along N.
         n: u32,
         /// Block extent along K.
         k: u32,
     },
-    /// One scale for the whole tensor. Model only.
+    /// One scale for the whole tensor, f32.
     Tensor,
 }
 
@@ -387,7 +388,8 @@ pub struct KernelSpec {
     pub c: DType,
     /// Primary weight scale.
     pub scale: Scale,
-    /// Secondary weight scale (per channel or per tensor), multiplied in the epilogue. Model only.
+    /// Secondary weight scale: per channel or per tensor (multiplied in the epilogue), or per
+    /// super-group over integer sub-group scales (GGUF K-quants' `d`).
     pub scale2: Option<Scale>,
     /// Zero point.
     pub zero_point: ZeroPoint,

@@ -8,7 +8,7 @@
 //!         b: u4,                        // weight dtype (required)
 //!         c: f16,                       // output dtype (defaults to `a` for 16-bit `a`)
 //!         scale: group(128, f16),       // channel(f16) | group(G, f16) | block(N, K, f32) | tensor(f32)
-//!         scale2: tensor(f32),          // optional secondary scale (model only for now)
+//!         scale2: tensor(f32),          // optional secondary scale (channel, tensor or super-group)
 //!         zero_point: int,              // none | int | float
 //!         bias: true,
 //!         layout: dense,                // dense | moe_indexed | moe_grouped_contiguous | moe_grouped_masked

@@ -69,6 +69,8 @@ pub struct SpecSpans {
     pub group: Span,
     /// Secondary scale.
     pub scale2: Span,
+    /// Secondary scale dtype token.
+    pub scale2_dtype: Span,
     /// Zero point.
     pub zero_point: Span,
     /// Layout.
@@ -108,6 +110,7 @@ impl SpecSpans {
             scale_dtype: s,
             group: s,
             scale2: s,
+            scale2_dtype: s,
             zero_point: s,
             layout: s,
             archs: Vec::new(),
@@ -711,6 +714,7 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
             let mut s2 = spans.clone();
             let r = parse_scale(v, a, &mut s2, errs);
             spans.scale2 = s2.scale;
+            spans.scale2_dtype = s2.scale_dtype;
             r.map(Some)
         }
         None => Some(None),
@@ -1026,7 +1030,7 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             errs.push(sp.scale2, format!("the super-group {g2} must be a power of two larger than the group {g} (e.g. 256 over 32 or 16)"));
         } else if !matches!(s2.dtype, DType::F16 | DType::BF16 | DType::F32) {
             errs.push(
-                sp.scale2,
+                sp.scale2_dtype,
                 format!(
                     "a super-group factor is f16, bf16 or f32; found `{}`",
                     s2.dtype
@@ -1047,7 +1051,7 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             errs.push(sp.scale2, "a secondary scale is per channel or per tensor, on top of a group scale (or per tensor on top of a channel scale)");
         } else if s2.dtype != DType::F32 {
             errs.push(
-                sp.scale2,
+                sp.scale2_dtype,
                 format!("a secondary scale is f32; found `{}`", s2.dtype),
             );
         }
