@@ -9,6 +9,10 @@
 //!   tensor scale), MXFP8, MXFP6 (e2m3, e3m2), tensor scales, per-channel secondary scales, integer
 //!   codes under e4m3 / ue8m0 / f32-block scales, the GGUF K-quants' two-level scales (Q2_K .. Q6_K);
 //!   default tiles, M from 1 to 128, K up to 4096 (split-K).
+//! - `gpu_format_matrix_*`: e4m3, e5m2, e3m4, e3m2, e2m3, e2m1 and e0m3 weights under every scale kind
+//!   and scale dtype (channel in A's dtype or e4m3, group in A's dtype, ue8m0, e5m2 or e4m3 with a
+//!   tensor scale, group with a channel scale, 128 x 128 block, tensor), f16 and bf16, at the M, N and
+//!   K of `gpu_correctness`'s matrix.
 //! - `gpu_scale_extremes_*`: the smallest and the largest value of each scale dtype (A scaled so that the
 //!   true result fits C where A's dtype allows it), and all-zero scale cells under the largest scale.
 //!
@@ -476,4 +480,93 @@ fn zero_cells<T: Element>(
     );
     assert!(e <= tol, "{label}: relative error {e:.3e} > {tol:.0e}");
     println!("{label}: relative error {e:.3e}");
+}
+
+/// Every scale kind and scale dtype that a float weight takes (`{a}`: A's dtype).
+const SCALE_KINDS: &[&str] = &[
+    "scale: channel({a})",
+    "scale: channel(e4m3)",
+    "scale: group(32, {a})",
+    "scale: group(128, {a}), scale2: channel(f32)",
+    "scale: group(32, ue8m0)",
+    "scale: group(64, e5m2)",
+    "scale: group(16, e4m3), scale2: tensor(f32)",
+    "scale: block(128, 128, f32)",
+    "scale: tensor(f32)",
+];
+
+/// One weight format under every scale kind, f16 and bf16, at the M, N and K of `gpu_correctness`'s
+/// matrix (quick: a reduced set).
+fn format_matrix(b: &str) {
+    let name = format!("gpu_format_matrix_{b}");
+    let Some(stream) = gpu_or_skip(&name) else {
+        return;
+    };
+    let mut rng = Rng::new(seed() ^ b.len() as u64);
+    let cases = if quick() {
+        Cases {
+            ms: &[1, 33],
+            ns: &[192],
+            ks: &[576, 4096],
+            ..SMALL
+        }
+    } else {
+        Cases {
+            ms: &[1, 7, 16, 33, 128, 1000],
+            ns: &[64, 192, 576, 4096],
+            ks: &[576, 1536, 4096],
+            ..SMALL
+        }
+    };
+    let mut worst = 0f64;
+    for bf in [false, true] {
+        let a = dtype_name(bf);
+        for kind in SCALE_KINDS {
+            let fields = format!("a: {a}, b: {b}, {}", kind.replace("{a}", a));
+            worst = worst.max(check_in(bf, &stream, &fields, cases, &mut rng));
+        }
+    }
+    println!(
+        "{name}: {} scale kinds x f16 / bf16 passed, worst relative error {worst:.3e}",
+        SCALE_KINDS.len()
+    );
+}
+
+macro_rules! format_matrix_tests {
+    ($($name:ident: $b:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                format_matrix($b);
+            }
+        )*
+    };
+}
+format_matrix_tests! {
+    gpu_format_matrix_e4m3: "e4m3";
+    gpu_format_matrix_e5m2: "e5m2";
+    gpu_format_matrix_e3m4: "e3m4";
+    gpu_format_matrix_e3m2: "e3m2";
+    gpu_format_matrix_e2m3: "e2m3";
+    gpu_format_matrix_e2m1: "e2m1";
+    gpu_format_matrix_e0m3: "e0m3";
+}
+
+/// Every descriptor the GPU tests compile is valid (checked without a GPU, so that a typo fails here).
+#[test]
+fn every_declaration_of_the_gpu_tests_is_valid() {
+    let mut n = 0;
+    for a in ["f16", "bf16"] {
+        for b in ["e4m3", "e5m2", "e3m4", "e3m2", "e2m3", "e2m1", "e0m3"] {
+            for kind in SCALE_KINDS {
+                parse(&format!("a: {a}, b: {b}, {}", kind.replace("{a}", a)));
+                n += 1;
+            }
+        }
+        for (_, fields) in NAMED {
+            parse(&format!("a: {a}, {}", fields.replace("{a}", a)));
+            n += 1;
+        }
+    }
+    assert_eq!(n, 2 * (7 * SCALE_KINDS.len() + NAMED.len()));
 }
