@@ -180,8 +180,8 @@
 //! ```
 //!
 //! The model ([`spec`]) also describes forms this version does not generate yet (FP8 and integer
-//! activations, float weights, block and tensor scales, secondary scales, mixture-of-experts layouts);
-//! `gemm!` rejects them with a "not generated yet" error.
+//! activations, mixture-of-experts layouts, zero points with e4m3 / e5m2 / ue8m0 scales); `gemm!`
+//! rejects them with a "not generated yet" error.
 //!
 //! # What a declaration expands to
 //!

@@ -376,7 +376,20 @@ impl Config {
                 }
                 let problem = format!("NVCC not found (checked {})", lookup.describe_tried());
                 match lookup.found {
-                    Some((p, _)) => (Some(std::path::absolute(&p).unwrap_or(p)), None),
+                    Some((p, source)) => {
+                        // An NVCC that was asked for by name but not found is worth a word: the
+                        // build goes on with another one.
+                        if source != nvcc::NvccSource::NvccEnv
+                            && let Some(asked) = env("NVCC").filter(|v| !v.is_empty())
+                        {
+                            emit(format!(
+                                "cargo:warning=humming: NVCC={} is not a file; using {} instead",
+                                asked.to_string_lossy(),
+                                p.display()
+                            ));
+                        }
+                        (Some(std::path::absolute(&p).unwrap_or(p)), None)
+                    }
                     None => (None, Some(problem)),
                 }
             }

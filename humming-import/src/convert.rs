@@ -30,6 +30,8 @@
 //! | Q5_K | `d * sc * q - dmin * m` | `a: f16, b: u5, scale: group(32, u6), scale2: group(256, f16), zero_point: float` | `q` |
 //! | Q6_K | `d * sc * (q - 32)` | `a: f16, b: i6, scale: group(16, i8), scale2: group(256, f16)` | `q - 32` as an i6 pattern |
 //!
+//! | GGML type | ggml formula | descriptor | stored code |
+//! |-----------|--------------|------------|-------------|
 //! | IQ4_NL | `d * kvalues[q]` | `a: f16, b: i8, scale: group(32, f16)` | `kvalues[q]`, an i8 |
 //! | IQ4_XS | `d * (ls - 32) * kvalues[q]` | `a: f16, b: i8, scale: group(32, i6), scale2: group(256, f16)` | `kvalues[q]`, an i8 |
 //!
@@ -83,7 +85,7 @@ pub fn spec_text(ty: GgmlType) -> Option<&'static str> {
 ///
 /// # Errors
 /// [`Error::UnsupportedActivation`] unless `activation` is `f16` (GGUF scales are f16; `bf16` would
-/// round them); [`Error::UnsupportedTensorType`] if `ty` is not one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0.
+/// round them); [`Error::UnsupportedTensorType`] if `ty` is not one of [`CONVERT_SUPPORTED`].
 pub fn spec_for(tensor: &str, ty: GgmlType, activation: DType) -> Result<KernelSpec> {
     if activation != DType::F16 {
         return Err(Error::UnsupportedActivation {
@@ -121,8 +123,9 @@ pub fn check_declaration(kernel: &str, ty: GgmlType, declared: &KernelSpec) -> R
     Ok(())
 }
 
-/// Converts a GGUF weight tensor (Q4_0, Q4_1, Q5_0, Q5_1 or Q8_0) to [`QuantizedWeights`] for the
-/// `f16` descriptor of [`spec_for`], without loss: `N = ne1`, `K = ne0`, one scale group per block.
+/// Converts a GGUF weight tensor (one of [`CONVERT_SUPPORTED`]) to [`QuantizedWeights`] for the
+/// `f16` descriptor of [`spec_for`], without loss: `N = ne1`, `K = ne0`, one scale group per block
+/// (K-quants: per sub-block, with the super-block factors as secondary scales).
 ///
 /// # Errors
 /// As [`to_quantized_as`] with `DType::F16`.

@@ -11,7 +11,9 @@
 //! - Primary scales, [`scale_shape`] `(rows, cols)` row-major: channel `[1, N]`, group `[ceil(K / G), N]`,
 //!   block `[ceil(K / bk), ceil(N / bn)]`, tensor `[1, 1]`. Every stored scale is exactly representable
 //!   in the spec's scale dtype (for `ue8m0` a power of two `2^-127 ..= 2^127`).
-//! - Secondary scales (`scale2`, f32): `[N]` per channel or `[1]` per tensor; empty without one.
+//! - Secondary scales (`scale2`): `[N]` per channel or `[1]` per tensor (f32), or `[ceil(K / G2), N]`
+//!   per super-group (the factor of integer sub-group scales, GGUF K-quants' `d`; f16, bf16 or f32);
+//!   empty without one.
 //! - Zero points have the scales' shape: integer codes `0..2^b` (GPTQ/AWQ), or float offsets exactly
 //!   representable in the scale dtype (GGUF Q4_1 `m`).
 //! - Dequantized value: `s * s2 * q` (no zero point; `q` the code's value), `s * (q - z)` (integer zero
@@ -96,7 +98,8 @@ impl QuantizedWeights {
     pub fn scales(&self) -> &[f32] {
         &self.scales
     }
-    /// Secondary scales: `[N]` (per channel), `[1]` (per tensor), or empty.
+    /// Secondary scales: `[N]` (per channel), `[1]` (per tensor), `[ceil(K / G2), N]` (per
+    /// super-group), or empty.
     pub fn scale2(&self) -> &[f32] {
         &self.scale2
     }
@@ -138,8 +141,9 @@ impl QuantizedWeights {
         Self::from_parts_with_scale2(spec, n, k, codes, scales, Vec::new(), zeros)
     }
 
-    /// [`QuantizedWeights::from_parts`] with secondary scales `scale2` (f32, finite): `[N]` for a
-    /// per-channel, `[1]` for a per-tensor secondary scale, empty when the spec has none.
+    /// [`QuantizedWeights::from_parts`] with secondary scales `scale2`, exactly representable in the
+    /// secondary scale's dtype: `[N]` for a per-channel, `[1]` for a per-tensor, `[ceil(K / G2), N]` for
+    /// a super-group secondary scale (GGUF K-quants), empty when the spec has none.
     ///
     /// # Errors
     /// As [`QuantizedWeights::from_parts`].

@@ -65,8 +65,10 @@ pub struct SpecSpans {
     pub scale: Span,
     /// Scale dtype token.
     pub scale_dtype: Span,
-    /// Group size literal.
+    /// Group size literal (a block scale's K extent).
     pub group: Span,
+    /// A block scale's N extent literal.
+    pub block_n: Span,
     /// Secondary scale.
     pub scale2: Span,
     /// Secondary scale dtype token.
@@ -109,6 +111,7 @@ impl SpecSpans {
             scale: s,
             scale_dtype: s,
             group: s,
+            block_n: s,
             scale2: s,
             scale2_dtype: s,
             zero_point: s,
@@ -337,6 +340,7 @@ fn parse_scale(
         }
         2 => {
             spans.group = ints[1].1;
+            spans.block_n = ints[0].1;
             ScaleGranularity::Block {
                 n: ints[0].0,
                 k: ints[1].0,
@@ -998,7 +1002,7 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             }
             if !n.is_power_of_two() || n < 64 {
                 errs.push(
-                    sp.scale,
+                    sp.block_n,
                     format!("block scale N extent {n} must be a power of two of at least 64"),
                 );
             }
@@ -1358,7 +1362,7 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         if spec.b.is_float() {
             errs.push(sp.zero_point, format!("a zero point on `{}` (sign-magnitude) weights is not generated yet; use `u{}` codes", spec.b, spec.b.bits()));
         } else if spec.scale.dtype != spec.a {
-            errs.push(sp.scale_dtype, format!("a zero point with `{}` scales is not generated yet (this version needs scales of the activation dtype `{}` with a zero point)", spec.scale.dtype, spec.a));
+            errs.push(sp.scale_dtype, format!("a zero point with `{}` scales is not generated yet; use `{}` scales with a zero point, or drop `zero_point`", spec.scale.dtype, spec.a));
         }
     }
     if spec.layout != Layout::Dense {
