@@ -289,6 +289,12 @@ fn unsupported_types_and_activations_are_typed_errors() {
         &[256, 1],
         vec![0; 84],
     );
+    w.tensor(
+        "blk.0.ffn_gate.weight",
+        GgmlType::IQ2_XXS,
+        &[256, 1],
+        vec![0; 66],
+    );
     w.tensor("blk.0.attn_q.weight", GgmlType::Q4_1, &[32, 2], vec![0; 40]);
     w.tensor("cube", GgmlType::Q8_0, &[32, 2, 2], vec![0; 136]);
     let file = GgufFile::from_bytes(w.to_bytes()).unwrap();
@@ -297,7 +303,10 @@ fn unsupported_types_and_activations_are_typed_errors() {
         let w = to_quantized(&file.tensor(name).unwrap()).unwrap();
         assert!(w.dequantize().iter().all(|&v| v == 0.0), "{name}");
     }
-    for (name, ty) in [("blk.0.attn_norm.weight", GgmlType::F32)] {
+    for (name, ty) in [
+        ("blk.0.attn_norm.weight", GgmlType::F32),
+        ("blk.0.ffn_gate.weight", GgmlType::IQ2_XXS),
+    ] {
         let e = to_quantized(&file.tensor(name).unwrap()).unwrap_err();
         match &e {
             Error::UnsupportedTensorType { tensor, ty: t, .. } => {
