@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (through the device tool) from the repository root, with .gpu/ carried:
 #   bash .gpu/gpu-run.sh [tests|sanitize|races|all] [test name filters, `tests` only]
-# Logs go to $OUT (or ./gpu-out). On an H200 `tests` takes 7-8 minutes on a cold kernel cache
-# (`gpu_matrix`, `gpu_graph`, `gpu_dependent` about 6, the others about 2); where a call is limited to
-# 10 minutes, split it with test name filters (`tests gpu_matrix gpu_graph gpu_dependent`, then
-# `tests gpu_long gpu_tile gpu_stream gpu_atomic gpu_split_k gpu_cluster gpu_batch`). `sanitize` takes
+# Logs go to $OUT (or ./gpu-out). On an H200 `tests` runs every .gpu/gpu_* binary. gpu_correctness
+# takes 7-8 minutes on a cold kernel cache (`gpu_matrix`, `gpu_graph`, `gpu_dependent` about 6, the
+# others about 2); gpu_formats about 7 (its every-format and named-format tests; the format matrix is
+# untimed). Where a call is limited to 10 minutes, split it with test name filters (`tests gpu_matrix
+# gpu_graph gpu_dependent`, then `tests gpu_long gpu_tile gpu_stream gpu_atomic gpu_split_k
+# gpu_cluster gpu_batch`, then `tests gpu_every gpu_named gpu_scale`, then `tests gpu_format_matrix`). `sanitize` takes
 # a few minutes on a warm cache, more on a cold one.
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"
