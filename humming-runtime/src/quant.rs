@@ -318,6 +318,9 @@ impl QuantizedWeights {
         check_spec(spec)?;
         let nk = check_dims(n, k)?;
         check_weights(n, k, nk, weights)?;
+        if spec.scale.dtype.is_integer() {
+            return quantize_two_level(spec, n, k, weights);
+        }
         if !is_integer_classic(spec) {
             return quantize_general(spec, n, k, weights);
         }
@@ -707,21 +710,13 @@ fn round_scale(v: f64, dtype: DType) -> Option<f64> {
         let e = v.log2().ceil().clamp(-127.0, 127.0);
         return Some(2f64.powi(e as i32));
     }
-    match dtype {
-        DType::F32 => {
-            let r = f64::from(v as f32);
-            r.is_finite().then_some(r)
-        }
-        _ => dtype.round(v),
-    }
+    dtype.round(v)
 }
 
 /// The code of `b` nearest to `v` (ties to even, saturating at the largest finite value; `-0` never
 /// chosen for 0).
 fn encode_nearest(b: DType, table: &[(f64, u8)], v: f64) -> u8 {
-    let max = b.max_finite();
-    let lo = if b.is_signed() { -max } else { 0.0 };
-    let v = v.clamp(lo, max);
+    let v = v.clamp(b.min_finite(), b.max_finite());
     let r = b.round(v).unwrap_or(v);
     table
         .iter()
@@ -747,9 +742,6 @@ fn quantize_general(
     let (rows, cols) = scale_shape(spec, n, k);
     let w = |row: usize, col: usize| f64::from(weights[row * k + col]);
     // Secondary scales first: they absorb the range the scale dtype lacks.
-    if spec.scale.dtype.is_integer() {
-        return quantize_two_level(spec, n, k, weights);
-    }
     let n2 = scale2_len(spec, n, k);
     let mut scale2 = vec![1f32; n2];
     if n2 > 0 && matches!(sd, DType::Float { .. }) {
@@ -861,49 +853,19 @@ pub(crate) fn check_dims(n: usize, k: usize) -> Result<usize> {
         .ok_or_else(|| invalid("k", format!("N * K = {n} * {k} overflows usize")))
 }
 
-/// Significand bits (without the implicit bit), exponent of the smallest normal, largest finite value.
-fn format_of(dtype: DType) -> Option<(i32, i32, f64)> {
-    match dtype {
-        DType::F16 => Some((10, -14, 65504.0)),
-        DType::BF16 => Some((7, -126, f64::from(f32::from_bits(0x7F7F_0000)))),
-        DType::F32 => Some((23, -126, f64::from(f32::MAX))),
-        _ => None,
-    }
-}
-
 /// Rounds `v` to the nearest value of `dtype` (`f16`, `bf16` or `f32`; ties to even, overflow to ±∞,
-/// NaN stays NaN), returned as f64. Correctly rounded from f64 (no double rounding through f32).
-/// Other dtypes return `v` unchanged.
+/// NaN stays NaN), returned as f64. Correctly rounded from f64 (no double rounding through f32):
+/// [`DType::round`], with overflow as infinity. Other dtypes return `v` unchanged.
 pub fn round_to_format(v: f64, dtype: DType) -> f64 {
-    let Some((man, emin, max)) = format_of(dtype) else {
-        return v;
-    };
-    if !v.is_finite() || v == 0.0 {
+    if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) || !v.is_finite() {
         return v;
     }
-    let biased = ((v.to_bits() >> 52) & 0x7FF) as i32;
-    if biased == 0 {
-        // f64 subnormal: far below half the smallest subnormal of any of these formats.
-        return 0.0 * v.signum();
-    }
-    let e = (biased - 1023).max(emin);
-    let quantum = 2f64.powi(e - man);
-    let r = (v / quantum).round_ties_even() * quantum;
-    if r.abs() > max {
-        f64::INFINITY.copysign(v)
-    } else {
-        r
-    }
+    dtype.round(v).unwrap_or(f64::INFINITY.copysign(v))
 }
 
-/// True if `v` is finite and exactly representable in `dtype` (`f16`, `bf16`, `f32`, or a minifloat,
-/// integer or `ue8m0` scale type: [`DType::represents`]).
+/// True if `v` is finite and exactly representable in `dtype` ([`DType::represents`]).
 pub fn is_representable(v: f64, dtype: DType) -> bool {
-    if format_of(dtype).is_some() {
-        v.is_finite() && round_to_format(v, dtype) == v
-    } else {
-        dtype.represents(v)
-    }
+    dtype.represents(v)
 }
 
 /// Raw bits of `v` in a 16-bit float dtype, rounding to nearest even (`dtype` is `f16`, else `bf16`).

@@ -316,11 +316,14 @@ impl DType {
                 if e == 0 {
                     v.round_ties_even()
                 } else {
+                    // The binade from the bits (a log2 can land on the wrong side of a power of
+                    // two); f64 subnormals are far below every type's smallest subnormal.
+                    let biased = ((v.to_bits() >> 52) & 0x7FF) as i32;
                     let emin = 1 - self.exponent_bias();
-                    let ev = if v == 0.0 {
+                    let ev = if biased == 0 {
                         emin
                     } else {
-                        (v.abs().log2().floor() as i32).max(emin)
+                        (biased - 1023).max(emin)
                     };
                     let quantum = 2f64.powi(ev - m as i32);
                     (v / quantum).round_ties_even() * quantum
