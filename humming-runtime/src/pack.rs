@@ -216,45 +216,44 @@ impl QuantizedWeights {
         if scale_on_b(spec) {
             let g = b_scale_group(spec) as usize;
             let rows = if g == 0 { 1 } else { k.div_ceil(g) };
+            let two_level = match &self.zeros {
+                ZeroPoints::FloatTwoLevel { offsets, factors } => Some((offsets, factors)),
+                _ => None,
+            };
+            // A cell whose codes are all zero contributes nothing whatever its scale: it neither
+            // sets the channel's power of two nor keeps its scale (0 in the grid).
+            let normalized = normalized_scales(spec);
+            let extent = if g == 0 { k } else { g };
             grid = vec![0f64; rows * n];
+            zgrid = vec![0f64; if two_level.is_some() { rows * n } else { 0 }];
             for r in 0..rows {
                 for col in 0..n {
-                    let s = f64::from(self.scales[scale_index(spec, n, k, col, r * g)]);
-                    let s2 = match scale2_index(spec, n, col, r * g) {
+                    let (si, i2) = (
+                        scale_index(spec, n, k, col, r * g),
+                        scale2_index(spec, n, col, r * g),
+                    );
+                    let s2 = match i2 {
                         Some(i) if group_s2 => f64::from(self.scale2[i]),
                         _ => 1.0,
                     };
-                    grid[r * n + col] = s * s2;
-                }
-            }
-            if let ZeroPoints::FloatTwoLevel { offsets, factors } = &self.zeros {
-                zgrid = vec![0f64; rows * n];
-                for r in 0..rows {
-                    for col in 0..n {
-                        let f = scale2_index(spec, n, col, r * g)
-                            .map_or(1.0, |i| f64::from(factors[i]));
-                        zgrid[r * n + col] =
-                            f64::from(offsets[scale_index(spec, n, k, col, r * g)]) * f;
-                    }
-                }
-            }
-            if normalized_scales(spec) {
-                // A cell whose codes are all zero contributes nothing whatever its scale: it neither
-                // sets the channel's power of two nor keeps its scale (0 in the grid).
-                let extent = if g == 0 { k } else { g };
-                for r in 0..rows {
-                    for col in 0..n {
-                        let kk = r * extent..((r + 1) * extent).min(k);
-                        let live = self.codes[col * k + kk.start..col * k + kk.end]
+                    let kk = r * extent..((r + 1) * extent).min(k);
+                    let live = !normalized
+                        || self.codes[col * k + kk.start..col * k + kk.end]
                             .iter()
                             .any(|&c| code_value_of(spec.b, c) != 0.0);
-                        if !live {
-                            grid[r * n + col] = 0.0;
-                        }
+                    grid[r * n + col] = if live {
+                        f64::from(self.scales[si]) * s2
+                    } else {
+                        0.0
+                    };
+                    if let Some((offsets, factors)) = two_level {
+                        let f = i2.map_or(1.0, |i| f64::from(factors[i]));
+                        zgrid[r * n + col] = f64::from(offsets[si]) * f;
                     }
                 }
-                let a = spec.a;
-                let (a_max, a_min_normal) = (a.max_finite(), 2f64.powi(1 - a.exponent_bias()));
+            }
+            if normalized {
+                let (a_max, a_min_normal) = (spec.a.max_finite(), pow2(1 - spec.a.exponent_bias()));
                 let q_max = spec.b.max_finite().max(-spec.b.min_finite()).max(1.0);
                 for (col, c) in ch.iter_mut().enumerate() {
                     let mags = (0..rows).flat_map(|r| {
@@ -285,19 +284,19 @@ impl QuantizedWeights {
                         }
                     }
                     .clamp(-126, 127);
+                    let down = pow2(-e);
                     for r in 0..rows {
-                        grid[r * n + col] *= pow2(-e);
+                        grid[r * n + col] *= down;
                         if let Some(z) = zgrid.get_mut(r * n + col) {
-                            *z *= pow2(-e);
+                            *z *= down;
                         }
                     }
                     *c = pow2(e);
                 }
             }
-            let limit = spec.a.max_finite();
             for (i, v) in grid.iter_mut().enumerate() {
                 *v *= carried;
-                if round_to_format(*v, spec.a).abs() > limit {
+                if !round_to_format(*v, spec.a).is_finite() {
                     return Err(invalid(
                         "scales",
                         format!(
