@@ -8,6 +8,7 @@ pub mod error;
 pub mod kernel;
 pub mod pack;
 pub mod quant;
+mod quantize;
 pub mod reference;
 
 pub use error::{Error, Result};
