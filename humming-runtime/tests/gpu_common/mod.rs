@@ -1,12 +1,16 @@
-//! What the GPU test binaries share: the seeded generator, the GPU (or a printed skip), and one
-//! checked launch ([`run_case`]: fresh random A, C poisoned and guarded, two launches, every element
-//! written, relative error against the f64 reference).
+//! What the GPU test binaries share: the seeded generator, the GPU (or a printed skip), one checked
+//! launch ([`run_case`]: fresh random A, C poisoned and guarded, two launches, every element written,
+//! relative error against the f64 reference), integer descriptors and their random weights, and the
+//! launch options the tests pin.
 #![allow(dead_code)]
 
-use humming_runtime::Element;
-use humming_runtime::cuda::{self, Gemm, KReduction};
+use humming_runtime::cuda::{
+    self, DependentTrigger, Gemm, KReduction, LaunchOptions, Reduction, SplitK,
+};
 use humming_runtime::quant::QuantizedWeights;
+use humming_runtime::{Element, spec};
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 pub const GUARD: usize = 64;
@@ -210,4 +214,100 @@ pub fn run_case<T: Element>(
         (worst / den.max(f64::MIN_POSITIVE)).sqrt(),
         outs.swap_remove(0),
     )
+}
+
+/// Changes some of a `Gemm`'s launch settings.
+pub fn set_options<A: Element, C: Element>(
+    gemm: &mut Gemm<A, C>,
+    f: impl FnOnce(&mut LaunchOptions),
+) {
+    let mut o = gemm.options();
+    f(&mut o);
+    gemm.set_options(o);
+}
+
+/// `n` pinned K splits (at least 1).
+pub fn fixed(n: usize) -> SplitK {
+    SplitK::Fixed(NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN))
+}
+
+/// The deterministic reduction (the default), or f16 atomics into C where the tile has them.
+pub fn reduction(deterministic: bool) -> Reduction {
+    if deterministic {
+        Reduction::Deterministic
+    } else {
+        Reduction::AtomicF16
+    }
+}
+
+/// The dependent-launch trigger: `None` the runtime's rule, `Some(true)` at the start.
+pub fn trigger(early: Option<bool>) -> DependentTrigger {
+    match early {
+        None => DependentTrigger::Auto,
+        Some(true) => DependentTrigger::AtStart,
+        Some(false) => DependentTrigger::AfterMainLoop,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Zp {
+    Symmetric,
+    Integer,
+    Float,
+}
+
+/// The descriptor of one configuration; `extra` is appended to the fields (e.g. `, tiles: [...]`).
+pub fn spec_for(
+    a: &str,
+    bits: u32,
+    zp: Zp,
+    group: u32,
+    bias: bool,
+    extra: &str,
+) -> spec::KernelSpec {
+    let b = match zp {
+        Zp::Symmetric if bits > 1 => format!("i{bits}"),
+        _ => format!("u{bits}"),
+    };
+    let z = match zp {
+        Zp::Symmetric => "none",
+        Zp::Integer => "int",
+        Zp::Float => "float",
+    };
+    let scale = if group == 0 {
+        "channel".to_string()
+    } else {
+        format!("group({group})")
+    };
+    let fields = format!("a: {a}, b: {b}, scale: {scale}, zero_point: {z}, bias: {bias}{extra}");
+    spec::parse_kernel_str(&fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
+}
+
+/// Weights with a different magnitude per output channel, like real checkpoints.
+pub fn random_weights(rng: &mut Rng, n: usize, k: usize) -> Vec<f32> {
+    let mut w = vec![0f32; n * k];
+    for row in w.chunks_mut(k) {
+        let mag = 0.01 + 0.1 * (rng.uniform().abs());
+        let shift = 0.02 * rng.uniform();
+        for v in row {
+            *v = mag * rng.uniform() + shift;
+        }
+    }
+    w
+}
+
+/// Random weights `[n, k]` (`random_weights`) quantized for `sp`, their f64 dequantization (the
+/// reference's B, row-major `[n, k]`) and their upload for `gemm`.
+pub fn random_uploaded<A: Element, C: Element>(
+    rng: &mut Rng,
+    sp: &spec::KernelSpec,
+    gemm: &Gemm<A, C>,
+    n: usize,
+    k: usize,
+) -> (QuantizedWeights, Vec<f64>, cuda::DeviceWeights) {
+    let wf = random_weights(rng, n, k);
+    let w = QuantizedWeights::quantize(sp, n, k, &wf).expect("quantize");
+    let w_ref = w.dequantize();
+    let dw = gemm.upload(&w).expect("upload weights");
+    (w, w_ref, dw)
 }
