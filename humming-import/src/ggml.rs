@@ -354,6 +354,12 @@ fn dequantize_q3_k(x: &[u8], y: &mut [f32]) {
     }
 }
 
+/// Q4_K / Q5_K: `d * sc` and `dmin * m` of sub-block `is` (6-bit scale and min), in f32 as ggml.
+fn scale_min_factors(d: f32, min: f32, is: usize, scales: &[u8]) -> (f32, f32) {
+    let (sc, m) = get_scale_min_k4(is, scales);
+    (d * f32::from(sc), min * f32::from(m))
+}
+
 /// `dequantize_row_q4_K`, one block.
 #[allow(clippy::needless_range_loop)]
 fn dequantize_q4_k(x: &[u8], y: &mut [f32]) {
@@ -364,12 +370,8 @@ fn dequantize_q4_k(x: &[u8], y: &mut [f32]) {
     let mut yi = 0;
     let mut is = 0;
     for _j in (0..QK_K).step_by(64) {
-        let (sc, m) = get_scale_min_k4(is, scales);
-        let d1 = d * f32::from(sc);
-        let m1 = min * f32::from(m);
-        let (sc, m) = get_scale_min_k4(is + 1, scales);
-        let d2 = d * f32::from(sc);
-        let m2 = min * f32::from(m);
+        let (d1, m1) = scale_min_factors(d, min, is, scales);
+        let (d2, m2) = scale_min_factors(d, min, is + 1, scales);
         for l in 0..32 {
             y[yi] = d1 * f32::from(q[l] & 0xF) - m1;
             yi += 1;
@@ -394,12 +396,8 @@ fn dequantize_q5_k(x: &[u8], y: &mut [f32]) {
     let mut yi = 0;
     let mut is = 0;
     for _j in (0..QK_K).step_by(64) {
-        let (sc, m) = get_scale_min_k4(is, scales);
-        let d1 = d * f32::from(sc);
-        let m1 = min * f32::from(m);
-        let (sc, m) = get_scale_min_k4(is + 1, scales);
-        let d2 = d * f32::from(sc);
-        let m2 = min * f32::from(m);
+        let (d1, m1) = scale_min_factors(d, min, is, scales);
+        let (d2, m2) = scale_min_factors(d, min, is + 1, scales);
         for l in 0..32 {
             let v = i32::from(ql[l] & 0xF) + if qh[l] & u1 != 0 { 16 } else { 0 };
             y[yi] = d1 * v as f32 - m1;

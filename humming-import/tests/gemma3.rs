@@ -235,30 +235,21 @@ fn gemma3_k_quants_decode_bit_exact() {
     );
 }
 
-#[test]
-fn gemma3_legacy_layers_convert_bit_exact() {
-    let Some(file) = open("gemma3_legacy_layers_convert_bit_exact") else {
-        return;
-    };
-    // The legacy (Q5_0, Q8_0) projections of a block with Q8_0 attn_v and of one with Q5_0 attn_v:
-    // the lossless conversion against ggml, as for SmolLM2's Q4_1 (the whole model takes long in a
-    // debug build).
-    let start = Instant::now();
+/// Converts the `kinds` projections of `blocks` with `to_quantized` and checks that the exact f64
+/// dequantization, rounded to f32, is ggml's f32 value bit for bit; returns how many of each type.
+fn convert_bit_exact(
+    file: &GgufFile,
+    blocks: &[usize],
+    kinds: &[LinearKind],
+) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
-    for b in [0, 2] {
-        for kind in [
-            LinearKind::AttnQ,
-            LinearKind::AttnK,
-            LinearKind::AttnV,
-            LinearKind::FfnGate,
-            LinearKind::FfnUp,
-        ] {
+    for b in blocks {
+        for kind in kinds {
             let t = file.tensor(&format!("blk.{b}.{kind}.weight")).unwrap();
             let (n, k) = t.info().matrix_nk().unwrap();
             let w = to_quantized(&t).unwrap_or_else(|e| panic!("{e}"));
             let ggml = ggml_dequantize(t.ggml_type(), t.bytes(), n * k).unwrap();
-            let ours = w.dequantize();
-            for (i, (&a, &g)) in ours.iter().zip(&ggml).enumerate() {
+            for (i, (&a, &g)) in w.dequantize().iter().zip(&ggml).enumerate() {
                 assert_eq!(
                     (a as f32).to_bits(),
                     g.to_bits(),
@@ -269,6 +260,29 @@ fn gemma3_legacy_layers_convert_bit_exact() {
             *seen.entry(t.ggml_type().to_string()).or_insert(0) += 1;
         }
     }
+    seen
+}
+
+#[test]
+fn gemma3_legacy_layers_convert_bit_exact() {
+    let Some(file) = open("gemma3_legacy_layers_convert_bit_exact") else {
+        return;
+    };
+    // The legacy (Q5_0, Q8_0) projections of a block with Q8_0 attn_v and of one with Q5_0 attn_v:
+    // the lossless conversion against ggml, as for SmolLM2's Q4_1 (the whole model takes long in a
+    // debug build).
+    let start = Instant::now();
+    let seen = convert_bit_exact(
+        &file,
+        &[0, 2],
+        &[
+            LinearKind::AttnQ,
+            LinearKind::AttnK,
+            LinearKind::AttnV,
+            LinearKind::FfnGate,
+            LinearKind::FfnUp,
+        ],
+    );
     assert_eq!(
         seen,
         BTreeMap::from([("Q5_0".to_owned(), 9), ("Q8_0".to_owned(), 1)])
@@ -285,26 +299,13 @@ fn gemma3_k_quant_layers_convert_bit_exact() {
         return;
     };
     // The K-quant projections (Q4_K attn_output / ffn_down, Q6_K ffn_down) of two blocks, through the
-    // two-level conversion: the exact f64 dequantization rounded to f32 is ggml's f32 value.
+    // two-level conversion.
     let start = Instant::now();
-    let mut seen = BTreeMap::new();
-    for b in [0, 2] {
-        for kind in [LinearKind::AttnOutput, LinearKind::FfnDown] {
-            let t = file.tensor(&format!("blk.{b}.{kind}.weight")).unwrap();
-            let (n, k) = t.info().matrix_nk().unwrap();
-            let w = to_quantized(&t).unwrap_or_else(|e| panic!("{e}"));
-            let ggml = ggml_dequantize(t.ggml_type(), t.bytes(), n * k).unwrap();
-            for (i, (&a, &g)) in w.dequantize().iter().zip(&ggml).enumerate() {
-                assert_eq!(
-                    (a as f32).to_bits(),
-                    g.to_bits(),
-                    "{} element {i}: ours {a:e}, ggml {g:e}",
-                    t.name()
-                );
-            }
-            *seen.entry(t.ggml_type().to_string()).or_insert(0) += 1;
-        }
-    }
+    let seen = convert_bit_exact(
+        &file,
+        &[0, 2],
+        &[LinearKind::AttnOutput, LinearKind::FfnDown],
+    );
     assert_eq!(
         seen,
         BTreeMap::from([("Q4_K".to_owned(), 3), ("Q6_K".to_owned(), 1)])
