@@ -52,7 +52,7 @@
 use crate::error::{Result, invalid};
 use crate::quant::{
     QuantizedWeights, ZeroPoints, check_spec, code_value_of, from_bits16, groups_of,
-    round_to_format, scale_index, scale2_index, to_bits16,
+    is_integer_classic, round_to_format, scale_index, scale2_index, to_bits16,
 };
 use humming_spec::ScaleGranularity;
 use humming_spec::layout::{
@@ -359,15 +359,7 @@ impl PackedWeights {
     /// zero point that is not an integer in `0..2^b`, or a non-finite offset).
     pub fn unpack(&self, spec: &KernelSpec) -> Result<QuantizedWeights> {
         check_spec(spec)?;
-        if !spec.b.is_integer()
-            || spec.scale.dtype != spec.a
-            || spec.scale2.is_some()
-            || !matches!(
-                spec.scale.granularity,
-                humming_spec::ScaleGranularity::Channel
-                    | humming_spec::ScaleGranularity::Group { .. }
-            )
-        {
+        if !is_integer_classic(spec) {
             return Err(invalid(
                 "spec",
                 format!(

@@ -456,6 +456,18 @@ pub(crate) fn scale2_index(spec: &KernelSpec, n_total: usize, n: usize, k: usize
     }
 }
 
+/// Integer codes under channel or group scales of A's dtype and no secondary scale: the formats whose
+/// packing is exact (so `PackedWeights::unpack` inverts it) and that the first quantizer handles.
+pub(crate) fn is_integer_classic(spec: &KernelSpec) -> bool {
+    spec.b.is_integer()
+        && spec.scale.dtype == spec.a
+        && matches!(
+            spec.scale.granularity,
+            ScaleGranularity::Channel | ScaleGranularity::Group { .. }
+        )
+        && spec.scale2.is_none()
+}
+
 /// Scale rows along K under a spec: `ceil(K / G)` for group scales, `ceil(K / bk)` for block scales,
 /// 1 otherwise.
 pub fn groups_of(spec: &KernelSpec, k: usize) -> usize {

@@ -5,8 +5,8 @@
 use crate::error::{Result, invalid};
 use crate::kernel::Element;
 use crate::quant::{
-    QuantizedWeights, ZeroPoints, check_dims, check_spec, groups_of, round_to_format, scale_index,
-    scale_shape, scale2_len,
+    QuantizedWeights, ZeroPoints, check_dims, check_spec, groups_of, is_integer_classic,
+    round_to_format, scale_index, scale_shape, scale2_len,
 };
 use humming_spec::{DType, KernelSpec, ScaleGranularity, ZeroPoint};
 
@@ -45,6 +45,7 @@ impl QuantizedWeights {
         if spec.scale.dtype.is_integer() {
             return quantize_two_level(spec, n, k, weights);
         }
+        // The first quantizer: integer codes under channel or group scales of A's dtype.
         if !is_integer_classic(spec) {
             return quantize_general(spec, n, k, weights);
         }
@@ -218,18 +219,6 @@ impl QuantizedWeights {
     ) -> Result<Self> {
         Self::quantize_elements(spec, n, k, weights)
     }
-}
-
-/// The formats the first quantizer handles (integer codes, channel or group scales of A's dtype, no
-/// secondary scale): everything else goes through [`quantize_general`].
-fn is_integer_classic(spec: &KernelSpec) -> bool {
-    spec.b.is_integer()
-        && spec.scale.dtype == spec.a
-        && matches!(
-            spec.scale.granularity,
-            ScaleGranularity::Channel | ScaleGranularity::Group { .. }
-        )
-        && spec.scale2.is_none()
 }
 
 fn check_weights(n: usize, k: usize, nk: usize, weights: &[f32]) -> Result<()> {
