@@ -51,7 +51,7 @@ fn random_in(rng: &mut Rng, d: DType, lo: f32, hi: f32) -> f32 {
 
 /// Random weights for `sp`: every finite code equally likely, scales near 1 in the scale dtype (and
 /// secondary scales near 1), or all scales `scale` and all secondary scales 1 when given.
-fn random_weights(
+fn random_format_weights(
     rng: &mut Rng,
     sp: &KernelSpec,
     n: usize,
@@ -160,7 +160,7 @@ fn check<T: Element>(stream: &Stream, fields: &str, c: Cases, rng: &mut Rng) -> 
     let mut worst = 0f64;
     for &n in c.ns {
         for &k in c.ks {
-            let w = random_weights(rng, &sp, n, k, c.scale);
+            let w = random_format_weights(rng, &sp, n, k, c.scale);
             let w_ref = w.dequantize();
             let dw = gemm
                 .upload(&w)
@@ -432,7 +432,7 @@ fn zero_cells<T: Element>(
     let (n, k) = (192, 576);
     let gemm =
         Gemm::<T, T>::compile(stream, fields, sp).unwrap_or_else(|e| panic!("{fields}: {e}"));
-    let w = random_weights(rng, &sp, n, k, None);
+    let w = random_format_weights(rng, &sp, n, k, None);
     let zero = (0..1u32 << sp.b.bits())
         .find(|&c| sp.b.finite_value(c) == Some(0.0))
         .expect("a zero code") as u8;
