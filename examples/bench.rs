@@ -101,9 +101,9 @@ humming::gemm! {
 }
 
 mod common;
+use common::bench_merge::merge;
 use common::bench_report::{
-    DeviceInfo, Report, Row, Stats, finite, merge, plot_kernel, table_header, table_line,
-    write_json,
+    DeviceInfo, Report, Row, Stats, finite, plot_kernel, table_header, table_line, write_json,
 };
 use common::device::{cublas, cublas_gemm, upload_copies};
 use common::host::{quantize_parallel, random_matrix, threads, to_elements};

@@ -5,7 +5,8 @@
 //! - [`plot`]: SVG charts of time against M;
 //! - [`host`]: seeded random matrices and parallel quantization;
 //! - [`device`]: rotating copies of packed weights, cuBLAS on unquantized weights;
-//! - [`bench_report`]: the benchmark's JSON, table, charts and merge with humming-kernels;
+//! - [`bench_report`]: the benchmark's JSON, table and charts; [`bench_merge`]: its merge with
+//!   humming-kernels;
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer from a GGUF file's vocabulary;
 //! - [`layer_sweep`]: the forward pass of a real model's layers, launched one by one and as one
 //!   CUDA graph (`smollm2`, `gemma3`);
@@ -20,6 +21,7 @@
 // Each example uses a part of these modules.
 #![allow(dead_code)]
 
+pub mod bench_merge;
 pub mod bench_report;
 pub mod bench_tokens;
 pub mod device;
