@@ -4,7 +4,6 @@
 
 use super::bench_report::*;
 use super::plot::{CUBLAS, FLOOR, HUMMING, OURS, Series, plot};
-
 use super::timing::Res;
 use serde::Serialize;
 use std::fmt::Write as _;
