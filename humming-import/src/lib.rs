@@ -32,6 +32,7 @@ pub mod checkpoint;
 pub mod convert;
 pub mod error;
 pub mod ggml;
+mod ggml_type;
 pub mod gguf;
 pub mod kquant;
 pub mod llama;
