@@ -16,8 +16,8 @@ fields="$1"; tile="${2:-0}"; arch="${3:-sm_90a}"
 cuobjdump="${CUOBJDUMP:-$(command -v cuobjdump || true)}"
 [ -n "$cuobjdump" ] || { echo "sass.sh: cuobjdump not found (pip install nvidia-cuda-cuobjdump; set CUOBJDUMP)" >&2; exit 2; }
 d=/tmp/humming-sass; mkdir -p "$d"
-cargo run -q --example emit -- "$fields" > "$d/k.cu"
-"$NVCC" -cubin -arch="$arch" -std=c++17 -O3 -Icuda -Xptxas -v "$d/k.cu" -o "$d/k.cubin" 2> "$d/ptxas.log"
+cargo run -q --example emit -- "$fields" --headers "$d/include" > "$d/k.cu"
+"$NVCC" -cubin -arch="$arch" -std=c++17 -O3 -I"$d/include" -Xptxas -v "$d/k.cu" -o "$d/k.cubin" 2> "$d/ptxas.log"
 "$cuobjdump" -sass "$d/k.cubin" > "$d/k.sass"
 python3 - "$d/k.sass" "$tile" "$d/ptxas.log" <<'PY'
 import re, sys, collections
