@@ -3,9 +3,10 @@
 // with ldmatrix and issues mma.sync m16n8k16 with f32 accumulation (activation policy).
 //
 // Swap-AB tiles (warps of 8 or 16 rows): the dequantized weights are the mma's A operand. With the scale
-// on the accumulators (kScaleOnAcc), the step's sums start from zero and are scaled once per group
-// (16 fma per n8 tile and thread); with offset folding (kFold) one extra mma per slab and n8 tile of
-// rows supplies the offset the dequantization skipped, and starts each channel tile's sum.
+// on the accumulators (kScaleOnAcc), the sums of each group's slabs (all four, or two for groups of 32)
+// start from zero and are scaled once (16 fma per n8 tile and thread); with offset folding (kFold) one
+// extra mma per slab and n8 tile of rows supplies the offset the dequantization skipped, and starts each
+// group's channel tile sums.
 #pragma once
 #include "traits.cuh"
 
@@ -23,11 +24,14 @@ struct SyncStage {
   static constexpr int kAccN = K::kAccN;
   static constexpr bool kFold = K::kFold;
   static constexpr bool kScaleOnAcc = K::kScaleOnAcc;
+  static constexpr int kGS = K::kAccGroupSlabs;  // slabs per group scale (kScaleOnAcc)
+  static constexpr int kGroups = kScaleOnAcc ? 4 / kGS : 1;
 
-  // kFold: the A operands of the stage's four slabs up front, and the folded offsets' term of each n8
-  // tile of rows (equal for every channel), which starts each channel tile's sum.
+  // kFold: the A operands of the stage's four slabs up front, and per group the folded offsets' term of
+  // each n8 tile of rows (equal for every channel), which starts the group's channel tile sums.
   __device__ __forceinline__ static void fold_terms(u32 (&a_stage)[kFold ? 4 : 1][2 * kTokTiles],
-                                                    float (&fold_sum)[kFold ? kTokTiles : 1][4], u32 a_tile,
+                                                    float (&fold_sum)[kFold ? kGroups : 1][kFold ? kTokTiles : 1][4],
+                                                    u32 a_tile,
                                                     const WarpPlace& w) {
     using Fold = OffsetFold<Q>;
     constexpr u32 nf[4] = {Fold::frag(0), Fold::frag(1), Fold::frag(2), Fold::frag(3)};
@@ -42,17 +46,24 @@ struct SyncStage {
       }
     }
 #pragma unroll
-    for (int tt = 0; tt < kTokTiles; ++tt) {
-      Act::mma_zero(fold_sum[tt], nf, a_stage[0][2 * tt], a_stage[0][2 * tt + 1]);
+    for (int g = 0; g < kGroups; ++g) {
 #pragma unroll
-      for (int kk = 1; kk < 4; ++kk) Act::mma(fold_sum[tt], nf, a_stage[kk][2 * tt], a_stage[kk][2 * tt + 1]);
+      for (int tt = 0; tt < kTokTiles; ++tt) {
+        Act::mma_zero(fold_sum[g][tt], nf, a_stage[g * kGS][2 * tt], a_stage[g * kGS][2 * tt + 1]);
+#pragma unroll
+        for (int kk = g * kGS + 1; kk < (g + 1) * kGS; ++kk) {
+          Act::mma(fold_sum[g][tt], nf, a_stage[kk][2 * tt], a_stage[kk][2 * tt + 1]);
+        }
+      }
     }
   }
 
-  // kScaleOnAcc: this warp's 64-deep slice lies in one group (G >= 64): acc += scale(channel) * part.
+  // kScaleOnAcc: acc += scale(channel) * part for the group of slabs g * kGS .. (g + 1) * kGS - 1 of
+  // this warp's 64-deep slice.
   __device__ __forceinline__ static void scale_onto(typename K::Acc& acc, const float (&part)[kAccN][4], u32 st,
-                                                    const WarpPlace& w) {
-    const int idx = K::scale_index(Q::kGroup < Tl::BK ? (w.kw * 64) / Q::kGroup : 0, w.unit_n, w.lane);
+                                                    const WarpPlace& w, int g) {
+    const int idx =
+        K::scale_index(Q::kGroup < Tl::BK ? (w.kw * 64 + g * kGS * 16) / Q::kGroup : 0, w.unit_n, w.lane);
     const uint4 v = lds128(st + L::kSOffset + 2 * idx);
     const u32 sv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -78,7 +89,7 @@ struct SyncStage {
                                               LoadSlab&& load_slab) {
     float part[kScaleOnAcc ? kAccN : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
     u32 a_stage[kFold ? 4 : 1][2 * kTokTiles];
-    float fold_sum[kFold ? kTokTiles : 1][4];
+    float fold_sum[kFold ? kGroups : 1][kFold ? kTokTiles : 1][4];
     if constexpr (kFold) fold_terms(a_stage, fold_sum, a_tile, w);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -101,9 +112,9 @@ struct SyncStage {
 #pragma unroll
           for (int tt = 0; tt < kTokTiles; ++tt) {
             if constexpr (kScaleOnAcc) {
-              if (kFold && kk == 0) {
-                Act::mma_c(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1], fold_sum[kFold ? tt : 0]);
-              } else if (kk == 0) {
+              if (kFold && kk % kGS == 0) {
+                Act::mma_c(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1], fold_sum[kFold ? kk / kGS : 0][kFold ? tt : 0]);
+              } else if (kk % kGS == 0) {
                 Act::mma_zero(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1]);
               } else {
                 Act::mma(part[tt * 4 + mt], wf, a[2 * tt], a[2 * tt + 1]);
@@ -122,8 +133,10 @@ struct SyncStage {
           for (int nt = 0; nt < 8; ++nt) Act::mma(acc[mt][nt], a, frag[2 * nt], frag[2 * nt + 1]);
         }
       }
+      if constexpr (kScaleOnAcc) {
+        if (kk % kGS == kGS - 1) scale_onto(acc, part, st, w, kk / kGS);
+      }
     }
-    if constexpr (kScaleOnAcc) scale_onto(acc, part, st, w);
   }
 };
 

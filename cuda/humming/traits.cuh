@@ -52,9 +52,12 @@ struct KernelTraits {
   // Accumulator tiles per m16 row block; swapped: kMt m16 channel tiles per n8 tile of rows.
   static constexpr int kAccN = kSwapAB ? kMt * kTokTiles : 8;
   // Group scales on the f32 accumulators, once per group and stage, instead of on every dequantized
-  // weight pair (swap-AB mma.sync tiles with groups of at least a warp's 64-deep slice).
+  // weight pair (swap-AB mma.sync tiles with groups of 32 or more: 16 fma per m16 tile and group
+  // against one multiply per pair; at 16 the two cost the same).
   static constexpr bool kScaleOnAcc =
-      kSwapAB && !kWgmma && Q::kScaleOnB && Q::kGroup >= 64 && Q::kZp != ZeroPointKind::kFloatOffset;
+      kSwapAB && !kWgmma && Q::kScaleOnB && Q::kGroup >= 32 && Q::kZp != ZeroPointKind::kFloatOffset;
+  // kScaleOnAcc: the k16 slabs of a warp's 64-deep slice under one group scale.
+  static constexpr int kAccGroupSlabs = Q::kGroup >= 64 ? 4 : Q::kGroup / 16;
   // Offset folding (dequant.cuh, OffsetFold): half of the 4-bit pairs (all 8-bit ones) skip their
   // subtraction; one extra mma per slab and n8 tile of rows supplies the missing term.
   static constexpr bool kFold = kScaleOnAcc && W::kFoldable;
