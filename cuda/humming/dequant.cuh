@@ -11,7 +11,8 @@
 //   bits [j*s, j*s+s) and its second value (odd k) at bits [16 + j*s, 16 + j*s + s). The values of pair
 //   (nt, r) of lane L are B[n][k] with n = nt*8 + L/4, k = kk*16 + 2*(L%4) + 8*r + {0, 1}.
 //   So a thread fetches its whole fragment for a slab with one 4..32-byte shared load per part, and one
-//   mask extracts two values straight into the two halves of a 16-bit float pair.
+//   mask extracts two values straight into the two halves of a 16-bit float pair. 4-bit float codes
+//   are placed differently inside their slots (FloatWeights::sign_bit).
 //
 // Dequantization (no int->float conversion instructions): OR-ing a code c < 2^10 into the mantissa of
 // 1024.0 (f16 0x6400) gives exactly 1024 + c; for bf16 with c < 2^7, 128.0 (0x4300) gives 128 + c.
@@ -488,10 +489,47 @@ struct FloatWeights {
     IntWeights<Q>::template select<kHalves>(s, part);
   }
 
+  // 4-bit codes (humming_spec::layout::float4_sign_bits): in each half of a word, slot j keeps its
+  // field at bits 3j .. 3j + 2 and its sign at bit sign_bit(j) of 12..15, so that the field moves by
+  // kT - 3j and, for the slots whose sign sits 15 - (kT - 3j), the sign moves with it.
+  static constexpr int kT = kTMan - kMan;  // the field's lowest bit in T
+  static constexpr bool kFloat4 = Q::kBits == 4;
+  __host__ __device__ static constexpr int own_sign_bit(int j) { return 15 - (kT - 3 * j); }
+  __host__ __device__ static constexpr bool owns(int j) { return own_sign_bit(j) >= 12 && own_sign_bit(j) <= 15; }
+  __host__ __device__ static constexpr int sign_bit(int j) {
+    if (owns(j)) return own_sign_bit(j);
+    int rank = 0;  // slots before j without a sign bit of their own
+    for (int i = 0; i < j; ++i) rank += owns(i) ? 0 : 1;
+    for (int bit = 12; bit <= 15; ++bit) {
+      bool taken = false;
+      for (int i = 0; i < 4; ++i) taken = taken || (owns(i) && own_sign_bit(i) == bit);
+      if (!taken && rank-- == 0) return bit;
+    }
+    return -1;
+  }
+  // The four sign bits in one number (slot j at bits 4j), checked against the Rust rule by codegen.
+  static constexpr u32 kSignBits = kFloat4 ? static_cast<u32>(sign_bit(0) | sign_bit(1) << 4 | sign_bit(2) << 8 | sign_bit(3) << 12) : 0u;
+
+  __device__ __forceinline__ static u32 shift_left(u32 x, int n) { return n >= 0 ? x << n : x >> -n; }
+
   // Both codes of pair q as a 16-bit float pair, w * 2^-kShift (kMulPow: w).
   __device__ __forceinline__ static u32 pair_value(const u32 (&w)[Q::kBits], int q) {
-    const u32 c = code_pair<Q::kBits>(w, q);
-    u32 x = ((c & kFieldMask) << (kTMan - kMan)) | ((c << (16 - Q::kBits)) & 0x80008000u);
+    u32 x;
+    if constexpr (kFloat4) {
+      constexpr int kSign[4] = {sign_bit(0), sign_bit(1), sign_bit(2), sign_bit(3)};
+      const int j = q % 4;
+      const int d = kT - 3 * j;
+      const int e = 15 - kSign[j];
+      const u32 field = (7u << kT) * 0x00010001u;
+      if (d == e) {
+        x = shift_left(w[q / 4], d) & (field | 0x80008000u);
+      } else {
+        x = (shift_left(w[q / 4], d) & field) | (shift_left(w[q / 4], e) & 0x80008000u);
+      }
+    } else {
+      const u32 c = code_pair<Q::kBits>(w, q);
+      x = ((c & kFieldMask) << kT) | ((c << (16 - Q::kBits)) & 0x80008000u);
+    }
     if constexpr (kMulPow) x = H::mul(x, exact_pair<T>(pow2f(kShift)));
     return x;
   }

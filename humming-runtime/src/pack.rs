@@ -30,6 +30,9 @@
 //!     [ h=1 values: slot (16/s-1) .. slot 0 ][ h=0 values: slot (16/s-1) .. slot 0 ]
 //!     value of (q, h) at bits  j*s + 16*h  ..  j*s + 16*h + s
 //!  the value is (stored_code >> part_offset) & (2^s - 1), part_offset = sum of earlier widths
+//!  4-bit floats (e1m2, e2m1, e3m0) instead split each code of slot j: its 3-bit field at
+//!  bits 3j + 16*h .. + 3, its sign at bit sign_bit[j] + 16*h
+//!  (humming_spec::layout::float4_sign_bits, 12..16)
 //! ```
 //! Element of `(lane, kk, nt, r, h)` in unit `(ku, nu)`:
 //! `n = nu*64 + nt*8 + lane/4`, `k = ku*64 + kk*16 + 2*(lane%4) + 8*r + h`
@@ -56,7 +59,8 @@ use crate::quant::{
 };
 use humming_spec::ScaleGranularity;
 use humming_spec::layout::{
-    b_scale_group, bit_parts, carried_shift, channel_factor, normalized_scales, scale_on_b,
+    b_scale_group, bit_parts, carried_shift, channel_factor, float4_sign_bits, normalized_scales,
+    scale_on_b,
 };
 use humming_spec::{DType, KernelSpec};
 
@@ -164,9 +168,17 @@ impl QuantizedWeights {
         check_tiling(n, k)?;
         let bits = self.bits();
         let mut words = vec![0u32; n * k * bits as usize / 32];
+        let sign_bits = float4_sign_bits(self.spec.a, self.spec.b);
         for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
             let stored = stored_code(&self.spec, self.codes[nn * k + kx]);
-            words[word] |= ((stored >> off) & ((1 << s) - 1)) << bit;
+            words[word] |= match sign_bits {
+                // 4-bit floats: the field at 3j, the sign at its own bit (float4_sign_bits).
+                Some(signs) => {
+                    let (j, half) = ((bit % 16) / 4, bit / 16 * 16);
+                    ((stored & 7) << (3 * j + half)) | ((stored >> 3) << (signs[j as usize] + half))
+                }
+                None => ((stored >> off) & ((1 << s) - 1)) << bit,
+            };
         });
         let b = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let dt = self.spec.a;

@@ -6,7 +6,9 @@
 //! M, N, K and the pointers are run-time [`GemmParams`](../../humming_runtime) fields.
 
 use crate::dtype::DType;
-use crate::layout::{b_scale_group, carried_shift, channel_factor, is_float_weight, scale_on_b};
+use crate::layout::{
+    b_scale_group, carried_shift, channel_factor, float4_sign_bits, is_float_weight, scale_on_b,
+};
 use crate::model::*;
 use crate::resources::{
     atomic_split_k, consumer_registers, min_blocks_per_sm, smem_bytes, staged_epilogue,
@@ -15,7 +17,7 @@ use crate::tiles::tiles_of;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-5";
+pub const GENERATOR_VERSION: &str = "humming-codegen-6";
 
 /// The CUDA headers a generated source includes, as `(relative path, contents)`: the reusable
 /// components of `cuda/humming/` and `humming/abi.cuh`, generated from [`crate::abi`]. The build helper
@@ -207,6 +209,16 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             s,
             "static_assert(Weights::kCarried == {}, \"the power of two the scales carry disagrees with humming_spec::layout::carried_shift\");",
             carried_shift(spec)
+        );
+    }
+    if let Some(bits) = float4_sign_bits(spec.a, spec.b) {
+        let packed = bits
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (j, b)| acc | b << (4 * j));
+        let _ = writeln!(
+            s,
+            "static_assert(Weights::kSignBits == {packed:#06x}u, \"the sign bits of 4-bit float codes disagree with humming_spec::layout::float4_sign_bits\");"
         );
     }
     let _ = writeln!(s, "template <class Tl>");

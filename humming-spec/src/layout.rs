@@ -19,6 +19,33 @@ pub fn bit_parts(bits: u32) -> Vec<u32> {
     }
 }
 
+/// 4-bit float weights (`e1m2`, `e2m1`, `e3m0`) get their own placement inside the one 4-bit part, so
+/// that a pair costs fewer bit operations: in each 16-bit half of a word, slot `j` (0..4) keeps its
+/// 3-bit exponent-and-mantissa field at bits `3j .. 3j + 3` and its sign at bit `sign_bit[j]` (12..16).
+/// The kernel shifts the field by `d_j = t - 3j` (`t`: the field's bit in A's dtype, mantissa bits of
+/// A minus those of B); slots with `15 - d_j` in 12..16 keep their sign there, so that one shift and
+/// one mask move the whole code, and the other slots fill the remaining sign bits in slot order.
+/// `None` for every other format (the codes stay whole, in their slots).
+pub fn float4_sign_bits(a: DType, b: DType) -> Option<[u32; 4]> {
+    if !is_float_weight(b) || b.bits() != 4 {
+        return None;
+    }
+    let t = a.mantissa_bits() as i32 - b.mantissa_bits() as i32;
+    let mut bits = [u32::MAX; 4];
+    let mut free: Vec<u32> = (12..16).collect();
+    for (j, bit) in bits.iter_mut().enumerate() {
+        let own = 15 - (t - 3 * j as i32);
+        if (12..16).contains(&own) {
+            *bit = own as u32;
+            free.retain(|&f| f != own as u32);
+        }
+    }
+    for bit in bits.iter_mut().filter(|b| **b == u32::MAX) {
+        *bit = free.remove(0);
+    }
+    Some(bits)
+}
+
 // How scales reach the kernel. Whatever the declared scale kinds and dtypes, the device sees at most
 // two arrays: a grid of 16-bit scales in A's dtype that multiplies the dequantized weights (group and
 // block scales, or channel scales with a float offset), and one f32 factor per output channel that

@@ -583,3 +583,28 @@ fn atomic_split_k_only_on_staged_wgmma_and_8_row_tiles() {
         );
     }
 }
+
+#[test]
+fn float4_sign_bits_place_every_sign_once() {
+    use humming_spec::layout::float4_sign_bits;
+    // f16, e2m1: fields move by 9, 6, 3, 0; slots 2 and 3 keep their signs where those shifts land.
+    assert_eq!(
+        float4_sign_bits(DType::F16, DType::E2M1),
+        Some([13, 14, 12, 15])
+    );
+    assert_eq!(
+        float4_sign_bits(DType::BF16, DType::E2M1),
+        Some([13, 12, 15, 14])
+    );
+    for a in [DType::F16, DType::BF16] {
+        for (exp, man) in [(1, 2), (2, 1), (3, 0)] {
+            let bits = float4_sign_bits(a, DType::Float { exp, man }).unwrap();
+            let mut sorted = bits;
+            sorted.sort_unstable();
+            assert_eq!(sorted, [12, 13, 14, 15], "{a} e{exp}m{man}: {bits:?}");
+        }
+        assert_eq!(float4_sign_bits(a, DType::E4M3), None);
+        assert_eq!(float4_sign_bits(a, DType::Float { exp: 0, man: 3 }), None);
+        assert_eq!(float4_sign_bits(a, DType::SInt { bits: 4 }), None);
+    }
+}
