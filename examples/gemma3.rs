@@ -91,7 +91,7 @@ use common::layer_measure::{Runs, measure};
 use common::layer_sweep::{graphs_note, graphs_pass, nk, progress};
 use common::layer_times::{forward_table, kind_table, layer_table};
 use common::llama_block::worse;
-use common::model_cli::{ModelFile, checked_runs, exit_code, exit_status, gpu_stream};
+use common::model_cli::{ModelFile, ModelRun, checked_runs, exit_code, exit_status, gpu_stream};
 use common::table::{Col, Table};
 use common::timing::Res;
 
@@ -128,29 +128,12 @@ struct Args {
     path: Option<PathBuf>,
     #[command(flatten)]
     runs: Runs,
-    /// Without a GPU: how many layers (block 0 first, in order q, k, v, output, gate, up, down; block 0
-    /// has all four GGML types) the CPU reference runs (at --cpu-m rows).
-    #[arg(long, default_value_t = 7)]
-    cpu_layers: usize,
-    /// Without a GPU: the batch size (rows) of the CPU reference runs.
-    #[arg(long, default_value_t = 1)]
-    cpu_m: usize,
-    /// Take the CPU path even if a GPU is present.
-    #[arg(long)]
-    cpu: bool,
+    #[command(flatten)]
+    run: ModelRun,
     /// Leave out the LM head (the 262144 x 640 embedding: 168 MB of codes to convert, 1.3 GB of f64
     /// for its reference).
     #[arg(long)]
     no_lm_head: bool,
-    /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
-    device: usize,
-    /// Largest relative error (Frobenius) allowed between a kernel and the f64 reference.
-    #[arg(long, default_value_t = 1e-2)]
-    tol: f64,
-    /// Also print one row per layer and M.
-    #[arg(long)]
-    per_layer: bool,
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -576,14 +559,14 @@ fn gpu_path(
         runs.iters, runs.warmup
     );
     kind_table(runs, &measured, true);
-    if args.per_layer {
+    if args.run.per_layer {
         let rows = measured.timed.iter().chain(&measured.head_timed);
         layer_table(&measured, rows, true);
     }
     let totals = forward_table(runs, &measured, "weights on the GPU");
-    let (worst, worst_head) = print_errors(args.tol, &measured, true);
+    let (worst, worst_head) = print_errors(args.run.tol, &measured, true);
 
-    let pass = worst <= args.tol && worst_head <= args.tol && graphs_pass(&measured.graph);
+    let pass = worst <= args.run.tol && worst_head <= args.run.tol && graphs_pass(&measured.graph);
     let verdict = if pass { "PASS" } else { "FAIL" };
     let ms: Vec<String> = runs.ms.iter().map(usize::to_string).collect();
     let layers = model.layers.len();
@@ -600,7 +583,7 @@ fn gpu_path(
         model.label,
         model.type_counts(),
         ms.join(","),
-        args.tol,
+        args.run.tol,
         totals.join(", "),
         graphs_note(&measured.graph),
     );
@@ -617,8 +600,8 @@ fn cpu_path(
     (bench, how_bench): (&[u32], &str),
     why: &str,
 ) -> Res<bool> {
-    let count = args.cpu_layers.min(model.layers.len());
-    let m = args.cpu_m;
+    let count = args.run.cpu_layers.min(model.layers.len());
+    let m = args.run.cpu_m;
     println!("activations: {how_bench}");
     println!();
     let head = if model.lm_head.is_some() {
@@ -671,7 +654,7 @@ fn cpu_path(
             &format!("{max_c:.1}"),
         ]);
     }
-    let pass = worst <= args.tol;
+    let pass = worst <= args.run.tol;
     let types: Vec<String> = types.iter().map(ToString::to_string).collect();
     println!();
     println!("GPU path skipped: {why}");
@@ -683,7 +666,7 @@ fn cpu_path(
         model.label,
         model.type_counts(),
         types.join(", "),
-        args.tol,
+        args.run.tol,
     );
     Ok(pass)
 }
@@ -692,7 +675,7 @@ fn cpu_path(
 
 fn run(args: &Args) -> Res<ExitCode> {
     let args = &Args {
-        runs: checked_runs(&args.runs, args.cpu_m)?,
+        runs: checked_runs(&args.runs, args.run.cpu_m)?,
         ..args.clone()
     };
     let Some((path, file)) = MODEL.open(args.path.as_deref(), &KERNELS)? else {
@@ -719,7 +702,7 @@ fn run(args: &Args) -> Res<ExitCode> {
     let how_bench = embedding_rows(&how_bench, &args.runs.ms);
     let bench = (bench.as_slice(), how_bench.as_str());
 
-    let pass = match gpu_stream(args.cpu, args.device) {
+    let pass = match gpu_stream(args.run.cpu, args.run.device) {
         Ok(stream) => gpu_path(args, &model, bench, stream)?,
         Err(why) => cpu_path(args, &file, &model, bench, &why)?,
     };

@@ -72,7 +72,7 @@ use common::layer_measure::{Runs, measure};
 use common::layer_sweep::{graphs_note, graphs_pass, nk, progress};
 use common::layer_times::{forward_table, kind_table, layer_table};
 use common::llama_block::{Heads, block0, silu_glu, worse};
-use common::model_cli::{ModelFile, checked_runs, exit_code, exit_status, gpu_stream};
+use common::model_cli::{ModelFile, ModelRun, checked_runs, exit_code, exit_status, gpu_stream};
 use common::table::{Col, Table};
 use common::timing::Res;
 
@@ -108,22 +108,8 @@ struct Args {
     path: Option<PathBuf>,
     #[command(flatten)]
     runs: Runs,
-    /// Without a GPU: how many layers (block 0 first, in order q, k, v, output, gate, up, down) the CPU
-    /// reference runs (at --cpu-m rows).
-    #[arg(long, default_value_t = 7)]
-    cpu_layers: usize,
-    /// Without a GPU: the batch size (rows) of the CPU reference runs.
-    #[arg(long, default_value_t = 1)]
-    cpu_m: usize,
-    /// Take the CPU path even if a GPU is present.
-    #[arg(long)]
-    cpu: bool,
-    /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
-    device: usize,
-    /// Largest relative error (Frobenius) allowed between a kernel and the f64 reference.
-    #[arg(long, default_value_t = 1e-2)]
-    tol: f64,
+    #[command(flatten)]
+    run: ModelRun,
     /// Largest relative error allowed between the block-0 output (f16 activations between the layers,
     /// as a serving engine keeps them) and the all-f64 CPU block.
     #[arg(long, default_value_t = 1e-2)]
@@ -131,9 +117,6 @@ struct Args {
     /// The text whose tokens go through block 0.
     #[arg(long, default_value = BLOCK_PROMPT)]
     prompt: String,
-    /// Also print one row per layer and M.
-    #[arg(long)]
-    per_layer: bool,
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -245,11 +228,11 @@ fn gpu_path(
         runs.iters, runs.warmup
     );
     kind_table(runs, &measured, false);
-    if args.per_layer {
+    if args.run.per_layer {
         layer_table(&measured, measured.timed.iter(), false);
     }
     let totals = forward_table(runs, &measured, "weights");
-    let (worst, worst_head) = print_errors(args.tol, &measured, false);
+    let (worst, worst_head) = print_errors(args.run.tol, &measured, false);
 
     // Block 0 end to end, its projections through the kernels.
     let s = &gpu.stream;
@@ -264,10 +247,10 @@ fn gpu_path(
     let block = block0(model, prompt, &mut linear)?;
     block.print("GPU kernels", how_prompt);
 
-    let pass = worst <= args.tol
-        && worst_head <= args.tol
+    let pass = worst <= args.run.tol
+        && worst_head <= args.run.tol
         && graphs_pass(&measured.graph)
-        && block.worst_isolated <= args.tol
+        && block.worst_isolated <= args.run.tol
         && block.output <= args.block_tol;
     let verdict = if pass { "PASS" } else { "FAIL" };
     let ms: Vec<String> = runs.ms.iter().map(usize::to_string).collect();
@@ -279,7 +262,7 @@ fn gpu_path(
          block 0 output vs f64 {:.2e} (tol {:.0e}), its projections {:.2e}: {verdict}",
         gpu.stream.context().name()?,
         ms.join(","),
-        args.tol,
+        args.run.tol,
         totals.join(", "),
         graphs_note(&measured.graph),
         block.output,
@@ -300,8 +283,8 @@ fn cpu_path(
     (prompt, how_prompt): (&[u32], &str),
     why: &str,
 ) -> Res<bool> {
-    let count = args.cpu_layers.min(model.layers.len());
-    let m = args.cpu_m;
+    let count = args.run.cpu_layers.min(model.layers.len());
+    let m = args.run.cpu_m;
     println!("activations: {how_bench}");
     println!();
     println!(
@@ -342,7 +325,7 @@ fn cpu_path(
         "CPU reference standing in for the kernels, f16 outputs",
         how_prompt,
     );
-    let pass = worst <= args.tol && block.output <= args.block_tol;
+    let pass = worst <= args.run.tol && block.output <= args.block_tol;
     println!();
     println!("GPU path skipped: {why}");
     println!(
@@ -361,7 +344,7 @@ fn cpu_path(
 
 fn run(args: &Args) -> Res<ExitCode> {
     let args = &Args {
-        runs: checked_runs(&args.runs, args.cpu_m)?,
+        runs: checked_runs(&args.runs, args.run.cpu_m)?,
         ..args.clone()
     };
     let Some((_, file)) = MODEL.open(args.path.as_deref(), &KERNELS)? else {
@@ -390,7 +373,7 @@ fn run(args: &Args) -> Res<ExitCode> {
     let bench = (bench.as_slice(), how_bench.as_str());
     let prompt = (prompt.as_slice(), how_prompt.as_str());
 
-    let pass = match gpu_stream(args.cpu, args.device) {
+    let pass = match gpu_stream(args.run.cpu, args.run.device) {
         Ok(stream) => gpu_path(args, &model, bench, prompt, stream)?,
         Err(why) => cpu_path(args, &file, &model, bench, prompt, &why)?,
     };

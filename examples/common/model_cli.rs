@@ -11,6 +11,30 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// The options both model examples share, flattened into their arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelRun {
+    /// Without a GPU: how many layers (block 0 first, in order q, k, v, output, gate, up, down) the CPU
+    /// reference runs (at --cpu-m rows).
+    #[arg(long, default_value_t = 7)]
+    pub cpu_layers: usize,
+    /// Without a GPU: the batch size (rows) of the CPU reference runs.
+    #[arg(long, default_value_t = 1)]
+    pub cpu_m: usize,
+    /// Take the CPU path even if a GPU is present.
+    #[arg(long)]
+    pub cpu: bool,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Largest relative error (Frobenius) allowed between a kernel and the f64 reference.
+    #[arg(long, default_value_t = 1e-2)]
+    pub tol: f64,
+    /// Also print one row per layer and M.
+    #[arg(long)]
+    pub per_layer: bool,
+}
+
 /// `runs` with its batch sizes checked (one or more, each at least 1; also `--cpu-m`) and without
 /// repeats, in their order; `--iters` must be at least 1.
 pub fn checked_runs(runs: &Runs, cpu_m: usize) -> Res<Runs> {
