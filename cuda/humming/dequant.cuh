@@ -12,7 +12,7 @@
 //   (nt, r) of lane L are B[n][k] with n = nt*8 + L/4, k = kk*16 + 2*(L%4) + 8*r + {0, 1}.
 //   So a thread fetches its whole fragment for a slab with one 4..32-byte shared load per part, and one
 //   mask extracts two values straight into the two halves of a 16-bit float pair. 4-bit float codes
-//   are placed differently inside their slots (FloatWeights::sign_bit).
+//   are placed differently inside their slots (FloatWeights, kSignBits).
 //
 // Dequantization (no int->float conversion instructions): OR-ing a code c < 2^10 into the mantissa of
 // 1024.0 (f16 0x6400) gives exactly 1024 + c; for bf16 with c < 2^7, 128.0 (0x4300) gives 128 + c.
@@ -464,7 +464,7 @@ struct IntWeights {
 // mma's f32 products would lose it); under f16 the power of two stays, and the scales carry it
 // (humming_spec::layout::carried_shift: the host multiplies the scale grid on B, or the channel factor,
 // by 2^kCarried).
-template <class Q, int kExp, int kMan>
+template <class Q, int kExp, int kMan, u32 kSignBits = 0>
 struct FloatWeights {
   using T = typename Q::T;
   using H = Half2<T>;
@@ -489,26 +489,12 @@ struct FloatWeights {
     IntWeights<Q>::template select<kHalves>(s, part);
   }
 
-  // 4-bit codes (humming_spec::layout::float4_sign_bits): in each half of a word, slot j keeps its
-  // field at bits 3j .. 3j + 2 and its sign at bit sign_bit(j) of 12..15, so that the field moves by
-  // kT - 3j and, for the slots whose sign sits 15 - (kT - 3j), the sign moves with it.
+  // 4-bit codes (kSignBits, from humming_spec::layout::float4_sign_bits): in each half of a word, slot j
+  // keeps its field at bits 3j .. 3j + 2 and its sign at bit (kSignBits >> 4j) & 15, so that the field
+  // moves by kT - 3j, and where the sign sits at 15 - (kT - 3j) it moves with it.
   static constexpr int kT = kTMan - kMan;  // the field's lowest bit in T
   static constexpr bool kFloat4 = Q::kBits == 4;
-  __host__ __device__ static constexpr int own_sign_bit(int j) { return 15 - (kT - 3 * j); }
-  __host__ __device__ static constexpr bool owns(int j) { return own_sign_bit(j) >= 12 && own_sign_bit(j) <= 15; }
-  __host__ __device__ static constexpr int sign_bit(int j) {
-    if (owns(j)) return own_sign_bit(j);
-    int rank = 0;  // slots before j without a sign bit of their own
-    for (int i = 0; i < j; ++i) rank += owns(i) ? 0 : 1;
-    for (int bit = 12; bit <= 15; ++bit) {
-      bool taken = false;
-      for (int i = 0; i < 4; ++i) taken = taken || (owns(i) && own_sign_bit(i) == bit);
-      if (!taken && rank-- == 0) return bit;
-    }
-    return -1;
-  }
-  // The four sign bits in one number (slot j at bits 4j), checked against the Rust rule by codegen.
-  static constexpr u32 kSignBits = kFloat4 ? static_cast<u32>(sign_bit(0) | sign_bit(1) << 4 | sign_bit(2) << 8 | sign_bit(3) << 12) : 0u;
+  static_assert(kFloat4 == (kSignBits != 0), "4-bit float codes, and only they, come with their sign bits");
 
   __device__ __forceinline__ static u32 shift_left(u32 x, int n) { return n >= 0 ? x << n : x >> -n; }
 
@@ -516,10 +502,9 @@ struct FloatWeights {
   __device__ __forceinline__ static u32 pair_value(const u32 (&w)[Q::kBits], int q) {
     u32 x;
     if constexpr (kFloat4) {
-      constexpr int kSign[4] = {sign_bit(0), sign_bit(1), sign_bit(2), sign_bit(3)};
       const int j = q % 4;
       const int d = kT - 3 * j;
-      const int e = 15 - kSign[j];
+      const int e = 15 - static_cast<int>((kSignBits >> (4 * j)) & 15u);
       const u32 field = (7u << kT) * 0x00010001u;
       if (d == e) {
         x = shift_left(w[q / 4], d) & (field | 0x80008000u);

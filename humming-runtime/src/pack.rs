@@ -31,7 +31,7 @@
 //!     value of (q, h) at bits  j*s + 16*h  ..  j*s + 16*h + s
 //!  the value is (stored_code >> part_offset) & (2^s - 1), part_offset = sum of earlier widths
 //!  4-bit floats (e1m2, e2m1, e3m0) instead split each code of slot j: its 3-bit field at
-//!  bits 3j + 16*h .. + 3, its sign at bit sign_bit[j] + 16*h
+//!  bits 3j + 16*h .. + 3, its sign at bit signs[j] + 16*h
 //!  (humming_spec::layout::float4_sign_bits, 12..16)
 //! ```
 //! Element of `(lane, kk, nt, r, h)` in unit `(ku, nu)`:

@@ -144,7 +144,17 @@ fn activation_policy(spec: &KernelSpec) -> String {
 fn weight_policy(spec: &KernelSpec) -> String {
     match spec.b {
         DType::Float { exp, man } if is_float_weight(spec.b) => {
-            format!("humming::FloatWeights<Quant, {exp}, {man}>")
+            match float4_sign_bits(spec.a, spec.b) {
+                // The sign bit of each slot, slot j at bits 4j (the placement the packer uses).
+                Some(bits) => {
+                    let packed = bits
+                        .iter()
+                        .enumerate()
+                        .fold(0u32, |acc, (j, b)| acc | b << (4 * j));
+                    format!("humming::FloatWeights<Quant, {exp}, {man}, {packed:#06x}u>")
+                }
+                None => format!("humming::FloatWeights<Quant, {exp}, {man}>"),
+            }
         }
         _ => "humming::IntWeights<Quant>".to_string(),
     }
@@ -209,16 +219,6 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
             s,
             "static_assert(Weights::kCarried == {}, \"the power of two the scales carry disagrees with humming_spec::layout::carried_shift\");",
             carried_shift(spec)
-        );
-    }
-    if let Some(bits) = float4_sign_bits(spec.a, spec.b) {
-        let packed = bits
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (j, b)| acc | b << (4 * j));
-        let _ = writeln!(
-            s,
-            "static_assert(Weights::kSignBits == {packed:#06x}u, \"the sign bits of 4-bit float codes disagree with humming_spec::layout::float4_sign_bits\");"
         );
     }
     let _ = writeln!(s, "template <class Tl>");

@@ -21,7 +21,7 @@ pub fn bit_parts(bits: u32) -> Vec<u32> {
 
 /// 4-bit float weights (`e1m2`, `e2m1`, `e3m0`) get their own placement inside the one 4-bit part, so
 /// that a pair costs fewer bit operations: in each 16-bit half of a word, slot `j` (0..4) keeps its
-/// 3-bit exponent-and-mantissa field at bits `3j .. 3j + 3` and its sign at bit `sign_bit[j]` (12..16).
+/// 3-bit exponent-and-mantissa field at bits `3j .. 3j + 3` and its sign at bit `result[j]` (12..16).
 /// The kernel shifts the field by `d_j = t - 3j` (`t`: the field's bit in A's dtype, mantissa bits of
 /// A minus those of B); slots with `15 - d_j` in 12..16 keep their sign there, so that one shift and
 /// one mask move the whole code, and the other slots fill the remaining sign bits in slot order.

@@ -15,9 +15,8 @@ using Quant = humming::QuantConfig<
     false,  // bias
     humming::EpilogueKind::kNone>;
 using Act = humming::Act16<humming::f16>;  // the activation operand
-using Weights = humming::FloatWeights<Quant, 2, 1>;  // the weight dequantizer
+using Weights = humming::FloatWeights<Quant, 2, 1, 0xfcedu>;  // the weight dequantizer
 static_assert(Weights::kCarried == 14, "the power of two the scales carry disagrees with humming_spec::layout::carried_shift");
-static_assert(Weights::kSignBits == 0xfcedu, "the sign bits of 4-bit float codes disagree with humming_spec::layout::float4_sign_bits");
 template <class Tl>
 using Kernel = humming::Gemm<Quant, Tl, Act, Weights>;
 }  // namespace
