@@ -23,7 +23,7 @@ struct bf16 {
 };
 
 enum class ZeroPointKind : int { kNone = 0, kInteger = 1, kFloatOffset = 2 };
-enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGeluTanh = 4 };
+enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGeluTanh = 4, kSiluGlu = 5 };
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_,

@@ -25,9 +25,10 @@ __device__ __forceinline__ float apply_epilogue(float x) {
   }
 }
 
-// Finishes two adjacent outputs (columns col, col + 1 of one row) and returns them as a C pair.
+// Finishes two adjacent outputs (columns col, col + 1 of one row), times the row's factor `rf`, and
+// returns them as a C pair.
 template <class Q>
-__device__ __forceinline__ u32 finish_pair(float v0, float v1, const GemmParams& p, int col) {
+__device__ __forceinline__ u32 finish_pair(float v0, float v1, const GemmParams& p, int col, float rf = 1.0f) {
   using H = Half2<typename Q::T>;
   if constexpr (Q::kChannelScale) {
     const float2 s = *reinterpret_cast<const float2*>(p.channel + col);
@@ -39,54 +40,102 @@ __device__ __forceinline__ u32 finish_pair(float v0, float v1, const GemmParams&
     v0 += H::to_float(static_cast<u16>(b & 0xFFFFu));
     v1 += H::to_float(static_cast<u16>(b >> 16));
   }
-  v0 = apply_epilogue<Q::kEpilogue>(v0);
-  v1 = apply_epilogue<Q::kEpilogue>(v1);
+  v0 = apply_epilogue<Q::kEpilogue>(v0) * rf;
+  v1 = apply_epilogue<Q::kEpilogue>(v1) * rf;
   return H::from_floats(v0, v1);
 }
 
-// Finishes one output (column col) and returns it as C bits.
+// Finishes one output (column col), times the row's factor `rf`, and returns it as C bits.
 template <class Q>
-__device__ __forceinline__ u16 finish_one(float v, const GemmParams& p, int col) {
+__device__ __forceinline__ u16 finish_one(float v, const GemmParams& p, int col, float rf = 1.0f) {
   using H = Half2<typename Q::T>;
   if constexpr (Q::kChannelScale) v *= p.channel[col];
   if constexpr (Q::kBias) v += H::to_float(static_cast<const u16*>(p.bias)[col]);
-  v = apply_epilogue<Q::kEpilogue>(v);
+  v = apply_epilogue<Q::kEpilogue>(v) * rf;
   return static_cast<u16>(H::from_floats(v, 0.0f) & 0xFFFFu);
 }
+
+// SiLU-GLU: the output of gate channel col (col % 16 < 8) from its sum `g` and its up projection's `u`
+// (channel col + 8), in f32: silu(g) * u.
+template <class Q>
+__device__ __forceinline__ float glu_value(float g, float u, const GemmParams& p, int col) {
+  if constexpr (Q::kChannelScale) {
+    g *= p.channel[col];
+    u *= p.channel[col + 8];
+  }
+  return g / (1.0f + __expf(-g)) * u;
+}
+
+// C's column of gate channel col.
+__device__ __forceinline__ int glu_column(int col) { return (col >> 4) * 8 + (col & 7); }
 
 template <class K>
 struct Epilogue {
   using Tl = typename K::Tl;
   using Q = typename K::Q;
+  using R = typename K::Rows;
   static constexpr int kStageLd = K::kStageLd;
 
-  // Writes the accumulators of this warp (K-warp 0, channels below N) to C, rows < M.
+  // The factor of C's row `row` (GemmParams::row_weights; MoE layouts only), 1 without one.
+  __device__ __forceinline__ static float row_factor(const GemmParams& p, int row) {
+    if constexpr (R::kMoe) {
+      return p.row_weights != nullptr ? __ldg(p.row_weights + row) : 1.0f;
+    } else {
+      return 1.0f;
+    }
+  }
+
+  // Writes the four swapped accumulators `v` of this lane's position (rows swapped_row(q, j), channels
+  // swapped_col(q, j) of the warp tile at (wm, wn)) to C: rows the row policy maps, channels below N.
+  __device__ __forceinline__ static void store_swapped(const GemmParams& p, const float (&v)[4], const TileRows& rows,
+                                                       int n0, int wm, int wn, int q, int lane) {
+    u16* c16 = static_cast<u16*>(p.c);
+#pragma unroll
+    for (int j = 0; j < (K::kGlu ? 2 : 4); ++j) {
+      const int row = R::write_row(p, rows, wm * Tl::WM + K::swapped_row(q, j, lane));
+      const int col = n0 + wn * Tl::WN + K::swapped_col(q, j, lane);
+      if (row < 0) continue;
+      if constexpr (K::kGlu) {
+        // (j and j + 2: channels col and col + 8 of the same row.)
+        const float o = glu_value<Q>(v[j], v[j + 2], p, col) * row_factor(p, row);
+        c16[static_cast<long long>(row) * p.ldc + glu_column(col)] =
+            static_cast<u16>(Half2<typename Q::T>::from_floats(o, 0.0f) & 0xFFFFu);
+      } else {
+        c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(v[j], p, col, row_factor(p, row));
+      }
+    }
+  }
+
+  // Writes the accumulators of this warp (K-warp 0, channels below N) to C, rows the row policy maps.
   __device__ __forceinline__ static void store_registers(const GemmParams& p, const typename K::Acc& acc,
                                                          const WarpPlace& w) {
     if constexpr (K::kSwapAB) {
-      u16* c16 = static_cast<u16*>(p.c);
 #pragma unroll
-      for (int i = 0; i < K::kAccN; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int row = w.m0 + w.wm * Tl::WM + K::swapped_row(i, j, w.lane);
-          const int col = w.n0 + w.wn * Tl::WN + K::swapped_col(i, j, w.lane);
-          if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(acc[0][i][j], p, col);
-        }
+      for (int i = 0; i < K::kAccN; ++i) store_swapped(p, acc[0][i], w.rows, w.n0, w.wm, w.wn, i, w.lane);
       return;
     }
     u32* c = static_cast<u32*>(p.c);
 #pragma unroll
     for (int mt = 0; mt < K::kMTiles; ++mt) {
-      const int row0 = w.m0 + w.wm * Tl::WM + K::plain_row(mt, 0, w.lane);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int col = w.n0 + w.wn * 64 + K::plain_col(nt, w.lane);
-        if (row0 < p.m) {
-          c[(static_cast<long long>(row0) * p.ldc + col) >> 1] = finish_pair<Q>(acc[mt][nt][0], acc[mt][nt][1], p, col);
-        }
-        if (row0 + 8 < p.m) {
-          c[(static_cast<long long>(row0 + 8) * p.ldc + col) >> 1] = finish_pair<Q>(acc[mt][nt][2], acc[mt][nt][3], p, col);
+      for (int h = 0; h < 2; ++h) {
+        const int row = R::write_row(p, w.rows, w.wm * Tl::WM + K::plain_row(mt, h, w.lane));
+        if (row < 0) continue;
+        const float rf = row_factor(p, row);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const int col = w.n0 + w.wn * 64 + K::plain_col(nt, w.lane);
+          if constexpr (K::kGlu) {
+            // (Tiles nt and nt + 1: channels col and col + 8.)
+            if (nt % 2 == 0) {
+              const float o0 = glu_value<Q>(acc[mt][nt][2 * h], acc[mt][nt + 1][2 * h], p, col) * rf;
+              const float o1 = glu_value<Q>(acc[mt][nt][2 * h + 1], acc[mt][nt + 1][2 * h + 1], p, col + 1) * rf;
+              c[(static_cast<long long>(row) * p.ldc + glu_column(col)) >> 1] = Half2<typename Q::T>::from_floats(o0, o1);
+            }
+          } else {
+            c[(static_cast<long long>(row) * p.ldc + col) >> 1] =
+                finish_pair<Q>(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1], p, col, rf);
+          }
         }
       }
     }

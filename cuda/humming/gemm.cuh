@@ -11,6 +11,7 @@
 //   atomic.cuh      the K splits added into C with atomics
 //   epilogue.cuh    channel scale, bias, activation; C written from registers or staged in shared
 //                   memory (with the cluster sum of K splits)
+//   rows.cuh        which rows of A and C a tile covers, and whose weights (dense or a MoE layout)
 //
 // One CTA computes a BM x BN tile of C (traits.cuh has the warp layout and every derived constant).
 #pragma once
@@ -20,9 +21,9 @@
 
 namespace humming {
 
-template <class Q, class Tl, class Act = Act16<typename Q::T>, class W = IntWeights<Q>>
-struct Gemm : KernelTraits<Q, Tl, Act, W> {
-  using K = KernelTraits<Q, Tl, Act, W>;
+template <class Q, class Tl, class Act = Act16<typename Q::T>, class W = IntWeights<Q>, class R = DenseRows>
+struct Gemm : KernelTraits<Q, Tl, Act, W, R> {
+  using K = KernelTraits<Q, Tl, Act, W, R>;
   using Acc = typename K::Acc;
   using Reduce = KReduction<K>;
   using Epi = Epilogue<K>;
@@ -30,10 +31,24 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
   __device__ __forceinline__ static void run(const GemmParams& p) {
     if (p.flags & kFlagEarlyTrigger) grid_launch_dependents();
     TileScheduler<Tl>::template for_each_segment<!(K::kWgmma || Tl::WM > 16)>(
-        p, [&](const Segment& s) { segment(p, s); });
+        p, [&](const Segment& s) { tile(p, s); });
   }
 
-  __device__ __forceinline__ static WarpPlace place(const GemmParams& p, const Segment& seg) {
+  // The segment's rows; with a MoE layout, skipped where the tile holds no rows, else run on a copy of
+  // the parameters that points at the tile's expert.
+  __device__ __forceinline__ static void tile(const GemmParams& p, const Segment& s) {
+    TileRows rows;
+    if (!R::template begin<Tl::BM>(p, s.tile_m, rows)) return;
+    if constexpr (R::kMoe) {
+      GemmParams q = p;
+      select_expert(q, rows.expert);
+      segment(q, s, rows);
+    } else {
+      segment(p, s, rows);
+    }
+  }
+
+  __device__ __forceinline__ static WarpPlace place(const GemmParams& p, const Segment& seg, const TileRows& rows) {
     WarpPlace w;
     w.lane = threadIdx.x & 31;
     w.warp = threadIdx.x >> 5;
@@ -42,7 +57,8 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
     w.kw = w.warp / (K::kWarpsN * K::kWarpsM);
     w.producer = K::kProducer && threadIdx.x >= K::kThreads;
     w.n0 = seg.tile_n * Tl::BN;
-    w.m0 = seg.tile_m * Tl::BM;
+    w.m0 = rows.m0;
+    w.rows = rows;
     w.unit_n = w.wn / K::kHalves;
     w.unit_part = w.wn % K::kHalves;
     w.n_valid = w.n0 + w.wn * Tl::WN < p.n;
@@ -60,7 +76,7 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
   }
 
   // One segment: the main loop into the accumulators, then the K reductions and the epilogue.
-  __device__ __forceinline__ static void segment(const GemmParams& p, const Segment& seg) {
+  __device__ __forceinline__ static void segment(const GemmParams& p, const Segment& seg, const TileRows& rows) {
     extern __shared__ __align__(128) char smem[];
     if (!K::kWgmma && seg.ring > 0) {
       // The previous segment's shared reads and writes (the K-warp sum's generic stores included)
@@ -68,12 +84,12 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
       fence_proxy_async_shared();
       __syncthreads();
     }
-    const WarpPlace w = place(p, seg);
+    const WarpPlace w = place(p, seg, rows);
     Acc acc;
     K::zero_acc(acc);
     u32 ch_s[4] = {0, 0, 0, 0}, ch_z[4] = {0, 0, 0, 0};
     Mainloop<K>::channel_values(p, w, ch_s, ch_z);
-    StagePipeline<K> pipe(p, w.m0, w.n0, seg, smem_addr(smem));
+    StagePipeline<K> pipe(p, rows, w.n0, seg, smem_addr(smem));
     if (!pipe.prologue(p, w.m0, seg.ring, w.producer)) return;
     if constexpr (K::kAtomicC) {
       // (After griddepcontrol.wait: the previous kernel may still read this C.)
@@ -149,7 +165,7 @@ struct Gemm : KernelTraits<Q, Tl, Act, W> {
           return;
         }
       } else if constexpr (K::kSwapAB && !K::kWgmma && K::kTokTiles == 1) {
-        Reduce::wide_tail(p, ws_tile, stride, seg.splits, w.m0, w.n0);
+        Reduce::wide_tail(p, ws_tile, stride, seg.splits, w);
         return;
       } else {
         if (w.kw != 0 || !w.n_valid) return;

@@ -11,7 +11,7 @@
 //   scales [rows][BN] (rows = max(1, BK / G) for group scales, 0 otherwise)
 //   zeros  [rows][BN] when the kernel has a zero point and group scales
 #pragma once
-#include "ptx.cuh"
+#include "rows.cuh"
 
 namespace humming {
 
@@ -54,7 +54,7 @@ struct StageLayout {
 // are carried from stage to stage, so the copy code in the main loop is one 64-bit add and one cp.async
 // per 16-byte chunk, plus K bounds checks in the last stage only. Sources of chunks outside the problem
 // stay valid addresses (row 0, unit column 0) and are never read (cp.async with 0 source bytes).
-template <class Q, class Tl, int kThreads>
+template <class Q, class Tl, int kThreads, class R>
 struct StageLoader {
   using L = StageLayout<Q, Tl>;
   static constexpr int kAChunksPerRow = Tl::BK / 8;
@@ -96,16 +96,18 @@ struct StageLoader {
   long long b_stage_bytes;  // B bytes of one stage along K: BK / 64 rows of N / 64 units
   long long s_off[kSPer];   // (not used with kBulk) element offset of the scale chunk in the next stage's rows
 
-  __device__ __forceinline__ StageLoader(const GemmParams& p, int m0, int n0, int k_begin)
+  __device__ __forceinline__ StageLoader(const GemmParams& p, const TileRows& rows, int n0, int k_begin)
       : k0(k_begin), ka(k_begin), a_ok(0), b_ok(0), s_ok(0) {
     const int tid = threadIdx.x;
 #pragma unroll
     for (int j = 0; j < kAPer; ++j) {
       const int i = tid + j * kThreads;
       const int row = i / kAChunksPerRow, c = i % kAChunksPerRow;
-      const bool ok = m0 + row < p.m;
+      // (Chunks past the tile's last row: row >= BM, never copied.)
+      int src = 0;
+      const bool ok = (kAChunks % kThreads == 0 || i < kAChunks) && R::read_row(p, rows, row, src);
       a_ok |= ok ? 1u << j : 0u;
-      a_src[j] = static_cast<const u16*>(p.a) + (ok ? static_cast<long long>(m0 + row) * p.lda : 0) + k0 + c * 8;
+      a_src[j] = static_cast<const u16*>(p.a) + (ok ? static_cast<long long>(src) * p.lda : 0) + k0 + c * 8;
     }
     const int units_n = p.n / 64;
     const long long row_bytes = static_cast<long long>(units_n) * L::kUnitBytes;

@@ -50,8 +50,9 @@ struct StagePipeline {
     return smem_addr(b);
   }
 
-  __device__ __forceinline__ StagePipeline(const GemmParams& p, int m0, int n0, const Segment& seg, u32 smem_base)
-      : loader(p, m0, n0, seg.it_begin * Tl::BK),
+  __device__ __forceinline__ StagePipeline(const GemmParams& p, const TileRows& rows, int n0, const Segment& seg,
+                                           u32 smem_base)
+      : loader(p, rows, n0, seg.it_begin * Tl::BK),
         sbase(K::kWgmma ? (smem_base + K::kAlignSlack - 1) & ~static_cast<u32>(K::kAlignSlack - 1) : smem_base),
         bars(full_bars()),
         empties(empty_bars()),

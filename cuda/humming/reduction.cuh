@@ -127,10 +127,10 @@ struct KReduction {
   // writes the position's four values of C.
   static constexpr int kWideBatch = 8;
   __device__ __forceinline__ static void wide_tail(const GemmParams& p, const float* ws_tile, long long split_stride,
-                                                   int splits, int m0, int n0) {
+                                                   int splits, const WarpPlace& place) {
+    const int n0 = place.n0;
     constexpr int kPositions = kQuads * kAccThreads;
     constexpr int kPer = (kPositions + kThreads - 1) / kThreads;
-    u16* c16 = static_cast<u16*>(p.c);
     const long long stride4 = split_stride / 4;
 #pragma unroll 1
     for (int r = 0; r < kPer; ++r) {
@@ -156,12 +156,7 @@ struct KReduction {
           }
         }
       }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int row = m0 + wm * Tl::WM + K::swapped_row(q, j, lane);
-        const int col = n0 + wn * Tl::WN + K::swapped_col(q, j, lane);
-        if (row < p.m) c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(sum[j], p, col);
-      }
+      Epilogue<K>::store_swapped(p, sum, place.rows, n0, wm, wn, q, lane);
     }
   }
 

@@ -9,6 +9,7 @@
 // accumulators hold only its own channels (group scales can go on the f32 accumulators).
 #pragma once
 #include "operand.cuh"
+#include "rows.cuh"
 #include "scheduler.cuh"
 
 // k16 slabs per wgmma commit group (1, 2 or 4): one group runs while the warps dequantize the next.
@@ -23,12 +24,13 @@ __host__ __device__ constexpr int pow2_fit(int each, int budget, int cap, int n 
   return n * 2 <= cap && n * 2 * each <= budget ? pow2_fit(each, budget, cap, n * 2) : n;
 }
 
-template <class Q_, class Tl_, class Act_, class W_>
+template <class Q_, class Tl_, class Act_, class W_, class R_ = DenseRows>
 struct KernelTraits {
   using Q = Q_;
   using Tl = Tl_;
   using Act = Act_;  // the activation operand policy
   using W = W_;      // the weight policy
+  using Rows = R_;   // the row policy (rows.cuh)
   using T = typename Q::T;
   using L = StageLayout<Q, Tl>;
   static constexpr int kWarpsN = Tl::BN / Tl::WN;  // warps along N (units along N: L::kWarpsN)
@@ -38,7 +40,7 @@ struct KernelTraits {
   static constexpr int kWarpsK = L::kWarpsK;
   static constexpr int kWarpsM = Tl::BM / Tl::WM;
   static constexpr int kThreads = kWarpsM * kWarpsN * kWarpsK * 32;  // compute threads
-  using Loader = StageLoader<Q, Tl, kThreads>;
+  using Loader = StageLoader<Q, Tl, kThreads, R_>;
   // Tl::kProducer: a producer warpgroup after the kThreads compute threads; the CTA is launched with
   // kLaunchThreads. It leaves once the last stage is issued, so that after the main loop only the
   // compute threads meet, at named barrier 1 (sync_compute).
@@ -102,8 +104,13 @@ struct KernelTraits {
   // with f16 C, no bias and no epilogue (C is then linear in each split's partial)
   // (humming_spec::resources::atomic_split_k).
   static constexpr bool kAtomic8 = kSwapAB && !kWgmma && Tl::BM == 8 && kTileFits;
-  static constexpr bool kAtomicC =
-      (kStaged || kAtomic8) && !T::kIsBf16 && !Q::kBias && Q::kEpilogue == EpilogueKind::kNone;
+  static constexpr bool kAtomicC = (kStaged || kAtomic8) && !T::kIsBf16 && !Q::kBias &&
+                                    Q::kEpilogue == EpilogueKind::kNone && !R_::kMoe;
+  // SiLU-GLU: channels 16 j .. 16 j + 7 are gates, the next 8 their up projections (humming_spec::layout::
+  // glu_source); C holds N / 2 columns. Each thread holds both halves of its outputs (channels c and c + 8).
+  static constexpr bool kGlu = Q::kEpilogue == EpilogueKind::kSiluGlu;
+  static_assert(!kGlu || !kWgmma, "the SiLU-GLU epilogue runs on mma.sync tiles");
+  static_assert(!R_::kMoe || !kWgmma, "the MoE layouts gather rows of A with cp.async: mma.sync tiles");
 
   using Acc = float[kMTiles][kAccN][4];
 
@@ -144,7 +151,8 @@ struct KernelTraits {
 struct WarpPlace {
   int lane, warp, wn, wm, kw;
   bool producer;  // a thread of the producer warpgroup
-  int n0, m0;     // the output tile's first channel and row
+  int n0, m0;     // the output tile's first channel and row (or slot: rows.m0)
+  TileRows rows;  // the tile's rows (rows.cuh)
   int unit_n;     // this warp's 64-channel unit in the tile
   int unit_part;  // and its half (warp N = 32) or quarter (16) of it
   bool n_valid;   // its channels start below N

@@ -6,6 +6,7 @@
 pub mod cuda;
 pub mod error;
 pub mod kernel;
+pub mod moe;
 pub mod pack;
 pub mod quant;
 mod quantize;

@@ -59,8 +59,8 @@ use crate::quant::{
 };
 use humming_spec::ScaleGranularity;
 use humming_spec::layout::{
-    b_scale_group, bit_parts, carried_shift, channel_factor, float4_sign_bits, normalized_scales,
-    scale_on_b,
+    b_scale_group, bit_parts, carried_shift, channel_factor, float4_sign_bits, glu_source,
+    normalized_scales, scale_on_b,
 };
 use humming_spec::{DType, KernelSpec};
 
@@ -169,8 +169,10 @@ impl QuantizedWeights {
         let bits = self.bits();
         let mut words = vec![0u32; n * k * bits as usize / 32];
         let sign_bits = float4_sign_bits(self.spec.a, self.spec.b);
+        // Kernel channel c holds declared row src(c) (the gated epilogues' order; else c).
+        let src = |c: usize| glu_source(self.spec.epilogue, n, c);
         for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
-            let stored = stored_code(&self.spec, self.codes[nn * k + kx]);
+            let stored = stored_code(&self.spec, self.codes[src(nn) * k + kx]);
             words[word] |= match sign_bits {
                 // 4-bit floats: the field at 3j, the sign at its own bit (float4_sign_bits).
                 Some(signs) => {
@@ -184,13 +186,14 @@ impl QuantizedWeights {
         let dt = self.spec.a;
         let permute = |vals: Vec<f64>| -> Vec<u16> {
             let mut out = vec![0u16; vals.len()];
-            for (i, v) in vals.into_iter().enumerate() {
+            for i in 0..vals.len() {
                 let (g, j) = (i / n, i % n);
-                out[g * n + permuted_column(j)] = to_bits16(v, dt);
+                out[g * n + permuted_column(j)] = to_bits16(vals[g * n + src(j)], dt);
             }
             out
         };
         let (grid, zgrid, channel) = self.device_scales()?;
+        let channel = (0..channel.len()).map(|c| channel[src(c)]).collect();
         let scales = permute(grid);
         let zeros = match &self.zeros {
             ZeroPoints::None => Vec::new(),
@@ -403,9 +406,10 @@ impl PackedWeights {
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         let mut codes = vec![0u8; nk];
+        let src = |c: usize| glu_source(spec.epilogue, n, c);
         for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
             let v = (words[word] >> bit) & ((1 << s) - 1);
-            codes[nn * k + kx] |= (v << off) as u8;
+            codes[src(nn) * k + kx] |= (v << off) as u8;
         });
         let xor = xor_of(spec) as u8;
         if xor != 0 {
@@ -434,16 +438,20 @@ impl PackedWeights {
         }
         let unpermute = |bits16: &[u16]| -> Vec<f64> {
             let mut out = vec![0f64; bits16.len()];
-            for (i, o) in out.iter_mut().enumerate() {
+            for i in 0..bits16.len() {
                 let (g, j) = (i / n, i % n);
-                *o = from_bits16(bits16[g * n + permuted_column(j)], dt);
+                out[g * n + src(j)] = from_bits16(bits16[g * n + permuted_column(j)], dt);
             }
             out
         };
         let scales: Vec<f64> = if on_b {
             unpermute(&self.scales)
         } else {
-            self.channel.iter().map(|&c| f64::from(c)).collect()
+            let mut s = vec![0f64; self.channel.len()];
+            for (c, &f) in self.channel.iter().enumerate() {
+                s[src(c)] = f64::from(f);
+            }
+            s
         };
         if let Some(i) = scales.iter().position(|s| !s.is_finite()) {
             return Err(invalid(

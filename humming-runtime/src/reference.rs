@@ -2,7 +2,8 @@
 //!
 //! `C[m][n] = epilogue(Σ_k A[m][k] · W[n][k] + bias[n])` with `A` row-major `[M, K]`, `W` the exact
 //! dequantized weights `[N, K]` ([`QuantizedWeights::dequantize`]), `C` row-major `[M, N]`, and the
-//! epilogue of the spec (`none`, `relu`, `silu`, `gelu` with the exact erf, `gelu_tanh`).
+//! epilogue of the spec (`none`, `relu`, `silu`, `gelu` with the exact erf, `gelu_tanh`; the gated
+//! `silu_glu` ones give `[M, N / 2]`).
 //!
 //! It is the test oracle for the GPU kernels (compare with [`relative_error`]), and the fallback where
 //! no GPU exists: [`reference_gemm_elements`] takes and returns the kernel's element types and gives
@@ -13,6 +14,7 @@
 use crate::error::{Result, invalid};
 use crate::kernel::Element;
 use crate::quant::{QuantizedWeights, to_bits16};
+use humming_spec::layout::{c_columns, glu_rows};
 use humming_spec::{Epilogue, Layout};
 
 /// `erf(x)` in f64, to about 1e-15 relative (a few ulps).
@@ -70,6 +72,8 @@ pub fn apply_epilogue(e: Epilogue, x: f64) -> f64 {
             let c = (2.0 / std::f64::consts::PI).sqrt();
             0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
         }
+        // The gated epilogues combine two channels (`reference_gemm`); each channel is left as is.
+        Epilogue::SiluGlu | Epilogue::SiluGluInterleaved => x,
     }
 }
 
@@ -80,7 +84,8 @@ pub fn apply_epilogue(e: Epilogue, x: f64) -> f64 {
 /// - `m`: rows of A and C (may be 0).
 /// - `bias`: `[N]`, given exactly when `w.spec().bias` is true.
 ///
-/// Returns C, `[M, N]` row-major.
+/// Returns C, `[M, N]` row-major (`[M, N / 2]` with a gated epilogue: `silu(P[m][gate_j]) · P[m][up_j]`,
+/// [`humming_spec::layout::glu_rows`]).
 ///
 /// # Errors
 /// [`crate::Error::InvalidArgument`] naming `m` (`M * K` overflows), `a` (length not `M * K`), `bias`
@@ -140,19 +145,26 @@ pub fn reference_gemm(
     }
     let wd = w.dequantize();
     let epi = spec.epilogue;
-    let mut c = vec![0f64; m * n];
+    let nc = c_columns(epi, n);
+    let mut c = vec![0f64; m * nc];
     let row = |i: usize, out: &mut [f64]| {
         let ar = &a[i * k..(i + 1) * k];
-        for (j, o) in out.iter_mut().enumerate() {
+        let dot = |j: usize| {
             let wr = &wd[j * k..(j + 1) * k];
             let mut acc = 0f64;
             for (x, y) in ar.iter().zip(wr) {
                 acc += x * y;
             }
-            if let Some(b) = bias {
-                acc += b[j];
-            }
-            *o = apply_epilogue(epi, acc);
+            acc + bias.map_or(0.0, |b| b[j])
+        };
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = if epi.is_glu() {
+                let (gate, up) = glu_rows(epi, n, j);
+                let g = dot(gate);
+                g / (1.0 + (-g).exp()) * dot(up)
+            } else {
+                apply_epilogue(epi, dot(j))
+            };
         }
     };
     let threads = std::thread::available_parallelism()
@@ -160,16 +172,16 @@ pub fn reference_gemm(
         .min(m.max(1));
     let work = m.saturating_mul(n).saturating_mul(k);
     if threads <= 1 || work < (1 << 22) {
-        for (i, out) in c.chunks_mut(n.max(1)).enumerate().take(m) {
+        for (i, out) in c.chunks_mut(nc.max(1)).enumerate().take(m) {
             row(i, out);
         }
     } else {
         let rows_per = m.div_ceil(threads);
         std::thread::scope(|sc| {
-            for (t, chunk) in c.chunks_mut(rows_per * n).enumerate() {
+            for (t, chunk) in c.chunks_mut(rows_per * nc).enumerate() {
                 let row = &row;
                 sc.spawn(move || {
-                    for (r, out) in chunk.chunks_mut(n).enumerate() {
+                    for (r, out) in chunk.chunks_mut(nc).enumerate() {
                         row(t * rows_per + r, out);
                     }
                 });

@@ -190,7 +190,7 @@ fn reference_errors() {
     assert_eq!(arg_of(reference_gemm(&wb, &A, 2, Some(&[0.0]))), "bias");
     let mut spec = *w.spec();
     spec.layout = humming_runtime::spec::Layout::MoeIndexed;
-    // Weights are only built for kernels that exist: a MoE layout is refused at construction.
+    // The dense reference refuses an expert's weights: humming_runtime::moe::reference_moe takes them.
     let moe = QuantizedWeights::from_parts(
         &spec,
         2,
@@ -198,8 +198,9 @@ fn reference_errors() {
         w.codes().to_vec(),
         w.scales().to_vec(),
         ZeroPoints::None,
-    );
-    assert_eq!(arg_of(moe), "spec");
+    )
+    .expect("an expert's weights");
+    assert_eq!(arg_of(reference_gemm(&moe, &A, 2, None)), "spec");
 }
 
 #[test]

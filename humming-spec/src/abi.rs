@@ -111,6 +111,79 @@ params_struct! {
         splits: i32 => "int",
         /// `FLAG_*` bits.
         flags: i32 => "int",
+        /// Experts of a mixture-of-experts launch (1 for dense).
+        experts: i32 => "int",
+        /// MoE rows: `moe_indexed`: the sorted slot ids `[slots]` (slot id `i` reads row `i / top_k`
+        /// of A and writes row `i` of C; ids of `m * top_k` or more are padding);
+        /// `moe_grouped_contiguous`: the first row of each expert `[E + 1]`; `moe_grouped_masked`: the
+        /// rows of each expert `[E]`. Null for dense.
+        route: u64 => "const int*",
+        /// `moe_indexed`: the expert of each block of block-M slots (negative or `E` and beyond: the
+        /// block is skipped); null otherwise.
+        expert_ids: u64 => "const int*",
+        /// `moe_indexed`: the slots in use, a device scalar (blocks from there on are skipped); null
+        /// otherwise.
+        route_slots: u64 => "const int*",
+        /// An f32 factor per row of C (the router's top-k weights of a MoE down projection, by slot
+        /// id), applied after the activation; null for none.
+        row_weights: u64 => "const float*",
+        /// Bytes of packed B per expert.
+        b_expert: i64 => "long long",
+        /// Elements of the scale grid (and of the zero points) per expert.
+        s_expert: i64 => "long long",
+        /// `moe_indexed`: slots per token of A (`top_k`); 1 otherwise.
+        top_k: i32 => "int",
+        /// `moe_grouped_masked`: the rows of A and C reserved per expert (`max_m`); 0 otherwise.
+        expert_rows: i32 => "int",
+    }
+}
+
+params_struct! {
+    /// The argument of a MoE kernel's routing helper (`humming_<hash>_route`, one CTA): the
+    /// `moe_indexed` layout from the router's choices, as vLLM's `moe_align_block_size` builds it.
+    pub struct RouteParams {
+        /// The router's choices `[ids]` (`[M, top_k]`, row-major); an id outside `0..experts` (-1 for
+        /// a token routed to another rank) takes no slot.
+        topk_ids: u64 => "const int*",
+        /// Out: the slot ids `[capacity]`, each expert's choices in flat order, padded to a multiple
+        /// of `block_m` with `ids`.
+        sorted_ids: u64 => "int*",
+        /// Out: the expert of each block of `block_m` slots `[capacity / block_m]` (-1 past the used
+        /// ones).
+        expert_ids: u64 => "int*",
+        /// Out: the slots in use (a multiple of `block_m`), one int.
+        slots_used: u64 => "int*",
+        /// Choices: `M * top_k`.
+        ids: i32 => "int",
+        /// Experts (at most `MAX_ROUTE_EXPERTS`).
+        experts: i32 => "int",
+        /// Slots per block (the GEMM tile's block M).
+        block_m: i32 => "int",
+        /// Slots of `sorted_ids` (a multiple of `block_m`, at least `ids + min(experts, ids) * (block_m - 1)`).
+        capacity: i32 => "int",
+    }
+}
+
+params_struct! {
+    /// The argument of a MoE kernel's combine helper (`humming_<hash>_combine`): `out[t, :] =
+    /// Σ_j w[t, j] · y[t * top_k + j, :]` over the valid choices `j` of token `t`, in `j` order, in f32.
+    pub struct CombineParams {
+        /// The indexed GEMM's output `[M * top_k, n]` in C's dtype.
+        y: u64 => "const void*",
+        /// The router's choices `[M, top_k]` (rows of invalid ids are left out).
+        topk_ids: u64 => "const int*",
+        /// The router's weights `[M, top_k]` in f32, or null for 1.
+        weights: u64 => "const float*",
+        /// Out: `[M, n]` in C's dtype.
+        out: u64 => "void*",
+        /// Tokens M.
+        tokens: i32 => "int",
+        /// Choices per token.
+        top_k: i32 => "int",
+        /// Columns (a multiple of 8).
+        n: i32 => "int",
+        /// Experts: ids outside `0..experts` are left out.
+        experts: i32 => "int",
     }
 }
 
@@ -142,15 +215,26 @@ constants! {
     /// Static shared memory of every kernel, in bytes, beside its dynamic shared memory: the stages'
     /// mbarriers and the split-K ticket's flag.
     STATIC_SMEM_BYTES: u32 = 128 => "kStaticSmemBytes";
+    /// Most experts of the routing helper (one thread per expert; [`route_smem_bytes`] of shared
+    /// memory).
+    MAX_ROUTE_EXPERTS: u32 = 1024 => "kMaxRouteExperts";
+    /// Threads of the routing helper's one CTA.
+    ROUTE_THREADS: u32 = 1024 => "kRouteThreads";
     /// Bits of A in one mma K step: a scale group spans a whole number of steps, so a group size is a
     /// multiple of `MMA_K_BITS / bits(A)` (16 for 16-bit activations).
     MMA_K_BITS: u32 = 256 => "kMmaKBits";
 }
 
+/// Dynamic shared memory of the routing helper for `experts` experts: a count per warp and expert,
+/// and each expert's first slot (ints).
+pub const fn route_smem_bytes(experts: u32) -> u32 {
+    (ROUTE_THREADS / 32 + 1) * experts * 4
+}
+
 /// The most stages a tile may have: each takes 16 bytes of the static shared memory (two mbarriers).
 pub const MAX_STAGES: u32 = (STATIC_SMEM_BYTES - 16) / 16;
 
-const _: () = assert!(std::mem::size_of::<GemmParams>() == 256);
+const _: () = assert!(std::mem::size_of::<GemmParams>() == 320);
 const _: () = assert!(std::mem::align_of::<GemmParams>() == 64);
 
 /// The text of `humming/abi.cuh`: the constants and the parameter struct of this module, with
@@ -171,27 +255,47 @@ pub fn header() -> String {
         s,
         "struct alignas(64) TmaMap {{\n  unsigned long long w[16];\n}};"
     );
-    let _ = writeln!(s, "struct GemmParams {{");
-    for f in GemmParams::FIELDS {
-        let _ = writeln!(s, "  {} {};  // {}", f.cuda_type, f.name, f.doc.trim());
-    }
-    let _ = writeln!(s, "}};");
-    let _ = writeln!(
-        s,
-        "static_assert(sizeof(GemmParams) == {} && alignof(GemmParams) == {}, \"GemmParams: size or alignment differs from humming_spec::abi\");",
-        std::mem::size_of::<GemmParams>(),
-        std::mem::align_of::<GemmParams>()
-    );
-    // NVRTC has no offsetof; NVCC checks every offset when the build script compiles the kernels.
-    let _ = writeln!(s, "#if !defined(__CUDACC_RTC__)");
-    for f in GemmParams::FIELDS {
+    let structs: [(&str, &[AbiField], usize, usize); 3] = [
+        (
+            "GemmParams",
+            GemmParams::FIELDS,
+            std::mem::size_of::<GemmParams>(),
+            std::mem::align_of::<GemmParams>(),
+        ),
+        (
+            "RouteParams",
+            RouteParams::FIELDS,
+            std::mem::size_of::<RouteParams>(),
+            std::mem::align_of::<RouteParams>(),
+        ),
+        (
+            "CombineParams",
+            CombineParams::FIELDS,
+            std::mem::size_of::<CombineParams>(),
+            std::mem::align_of::<CombineParams>(),
+        ),
+    ];
+    for (name, fields, size, align) in structs {
+        let _ = writeln!(s, "struct alignas({align}) {name} {{");
+        for f in fields {
+            let _ = writeln!(s, "  {} {};  // {}", f.cuda_type, f.name, f.doc.trim());
+        }
+        let _ = writeln!(s, "}};");
         let _ = writeln!(
             s,
-            "static_assert(__builtin_offsetof(GemmParams, {0}) == {1}, \"GemmParams::{0}: offset differs from humming_spec::abi\");",
-            f.name, f.offset
+            "static_assert(sizeof({name}) == {size} && alignof({name}) == {align}, \"{name}: size or alignment differs from humming_spec::abi\");"
         );
+        // NVRTC has no offsetof; NVCC checks every offset when the build script compiles the kernels.
+        let _ = writeln!(s, "#if !defined(__CUDACC_RTC__)");
+        for f in fields {
+            let _ = writeln!(
+                s,
+                "static_assert(__builtin_offsetof({name}, {0}) == {1}, \"{name}::{0}: offset differs from humming_spec::abi\");",
+                f.name, f.offset
+            );
+        }
+        let _ = writeln!(s, "#endif");
     }
-    let _ = writeln!(s, "#endif");
     let _ = writeln!(s, "\n}}  // namespace humming");
     s
 }
@@ -205,7 +309,9 @@ mod tests {
         let f = GemmParams::FIELDS;
         assert_eq!(f[0].name, "a_map");
         assert_eq!(f[1].offset, 128);
-        assert_eq!(f.last().unwrap().offset, 128 + 9 * 8 + 6 * 4);
+        let flags = f.iter().find(|f| f.name == "flags").unwrap();
+        assert_eq!(flags.offset, 128 + 9 * 8 + 6 * 4);
+        assert_eq!(f.last().unwrap().offset, 128 + 9 * 8 + 8 * 4 + 6 * 8 + 4);
         assert!(f.iter().all(|f| !f.doc.is_empty()));
     }
 

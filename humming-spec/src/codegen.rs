@@ -17,7 +17,7 @@ use crate::tiles::tiles_of;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-6";
+pub const GENERATOR_VERSION: &str = "humming-codegen-7";
 
 /// The CUDA headers a generated source includes, as `(relative path, contents)`: the reusable
 /// components of `cuda/humming/` and `humming/abi.cuh`, generated from [`crate::abi`]. The build helper
@@ -97,14 +97,33 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../cuda/humming/reduction.cuh"),
     ),
     (
+        "humming/rows.cuh",
+        include_str!("../../cuda/humming/rows.cuh"),
+    ),
+    (
         "humming/gemm.cuh",
         include_str!("../../cuda/humming/gemm.cuh"),
+    ),
+    (
+        "humming/moe_route.cuh",
+        include_str!("../../cuda/humming/moe_route.cuh"),
     ),
 ];
 
 /// The name of the entry point of tile configuration `index`.
 pub fn entry_name(spec: &KernelSpec, index: usize) -> String {
     format!("humming_{}_t{index}", spec.hash_hex())
+}
+
+/// The name of the routing helper of a `moe_indexed` kernel (`RouteParams`, one CTA of
+/// `ROUTE_THREADS`).
+pub fn route_entry_name(spec: &KernelSpec) -> String {
+    format!("humming_{}_route", spec.hash_hex())
+}
+
+/// The name of the combine helper of a `moe_indexed` kernel (`CombineParams`).
+pub fn combine_entry_name(spec: &KernelSpec) -> String {
+    format!("humming_{}_combine", spec.hash_hex())
 }
 
 fn cuda_dtype(d: DType) -> &'static str {
@@ -130,6 +149,18 @@ fn epilogue_kind(e: Epilogue) -> &'static str {
         Epilogue::Silu => "humming::EpilogueKind::kSilu",
         Epilogue::Gelu => "humming::EpilogueKind::kGelu",
         Epilogue::GeluTanh => "humming::EpilogueKind::kGeluTanh",
+        // (Halves and interleaved differ in the packed order only: humming_spec::layout::glu_source.)
+        Epilogue::SiluGlu | Epilogue::SiluGluInterleaved => "humming::EpilogueKind::kSiluGlu",
+    }
+}
+
+/// The row policy of a kernel (`cuda/humming/rows.cuh`).
+fn row_policy(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Dense => "humming::DenseRows",
+        Layout::MoeIndexed => "humming::IndexedRows",
+        Layout::MoeGroupedContiguous => "humming::GroupedContiguousRows",
+        Layout::MoeGroupedMasked => "humming::GroupedMaskedRows",
     }
 }
 
@@ -173,6 +204,9 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     let _ = writeln!(s, "// descriptor: {}", spec.canonical());
     let _ = writeln!(s, "// sha256:     {}", hex(&spec.hash()));
     let _ = writeln!(s, "#include \"humming/gemm.cuh\"");
+    if spec.layout == Layout::MoeIndexed {
+        let _ = writeln!(s, "#include \"humming/moe_route.cuh\"");
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "namespace {{");
     let _ = writeln!(s, "using Quant = humming::QuantConfig<");
@@ -222,7 +256,11 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         );
     }
     let _ = writeln!(s, "template <class Tl>");
-    let _ = writeln!(s, "using Kernel = humming::Gemm<Quant, Tl, Act, Weights>;");
+    let _ = writeln!(
+        s,
+        "using Kernel = humming::Gemm<Quant, Tl, Act, Weights, {}>;",
+        row_policy(spec.layout)
+    );
     let _ = writeln!(s, "}}  // namespace");
     for (i, t) in tiles_of(spec).iter().enumerate() {
         let _ = writeln!(s);
@@ -283,6 +321,25 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         );
         let _ = writeln!(s, "  Kernel<Tile{i}>::run(params);");
         let _ = writeln!(s, "}}");
+    }
+    if spec.layout == Layout::MoeIndexed {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "// The indexed layout's helpers: routing (one CTA) and the sum of each token's rows."
+        );
+        let _ = writeln!(
+            s,
+            "extern \"C\" __global__ void __launch_bounds__({})\n{}(const __grid_constant__ humming::RouteParams params) {{\n  humming::moe_route(params);\n}}",
+            crate::abi::ROUTE_THREADS,
+            route_entry_name(spec)
+        );
+        let _ = writeln!(
+            s,
+            "extern \"C\" __global__ void\n{}(const __grid_constant__ humming::CombineParams params) {{\n  humming::moe_combine<{}>(params);\n}}",
+            combine_entry_name(spec),
+            cuda_dtype(spec.c)
+        );
     }
     s
 }

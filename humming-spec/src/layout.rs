@@ -169,3 +169,59 @@ pub fn check_group_size(size: u32, a: DType) -> Result<(), GroupSizeError> {
         Ok(())
     }
 }
+
+/// The row of the declared `[N, K]` weights that kernel channel `c` holds. With a gated epilogue the
+/// packer reorders the channels so that each run of 16 holds 8 gates and then their 8 up projections
+/// (one thread's accumulators hold channels `c` and `c + 8`), and C's column of gate channel `c` is
+/// `(c / 16) · 8 + c % 8`; otherwise the order is kept.
+pub fn glu_source(epilogue: Epilogue, n: usize, c: usize) -> usize {
+    if !epilogue.is_glu() {
+        return c;
+    }
+    let (gate, up) = glu_rows(epilogue, n, (c / 16) * 8 + c % 8);
+    if c % 16 >= 8 { up } else { gate }
+}
+
+/// The rows of the declared `[N, K]` weights that output column `j` of a gated epilogue combines:
+/// `(gate, up)`, `(j, N / 2 + j)` for `silu_glu` (halves) and `(2j, 2j + 1)` for
+/// `silu_glu_interleaved`; `(j, j)` for the other epilogues.
+pub fn glu_rows(epilogue: Epilogue, n: usize, j: usize) -> (usize, usize) {
+    match epilogue {
+        Epilogue::SiluGlu => (j, n / 2 + j),
+        Epilogue::SiluGluInterleaved => (2 * j, 2 * j + 1),
+        _ => (j, j),
+    }
+}
+
+/// Columns of C: N, or N / 2 with a gated epilogue.
+pub fn c_columns(epilogue: Epilogue, n: usize) -> usize {
+    if epilogue.is_glu() { n / 2 } else { n }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glu_source_is_a_permutation_pairing_each_gate_with_its_up_row() {
+        for e in [Epilogue::SiluGlu, Epilogue::SiluGluInterleaved] {
+            for n in [64, 128, 1536] {
+                let mut seen = vec![false; n];
+                for c in 0..n {
+                    let r = glu_source(e, n, c);
+                    assert!(!seen[r], "{e:?} n={n}: row {r} twice");
+                    seen[r] = true;
+                    if c % 16 < 8 {
+                        let (gate, up) = (r, glu_source(e, n, c + 8));
+                        let j = (c / 16) * 8 + c % 8;
+                        match e {
+                            Epilogue::SiluGlu => assert_eq!((gate, up), (j, n / 2 + j)),
+                            _ => assert_eq!((gate, up), (2 * j, 2 * j + 1)),
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(glu_source(Epilogue::Silu, 64, 17), 17);
+    }
+}

@@ -58,11 +58,13 @@ pub enum ZeroPoint {
 pub enum Layout {
     /// Plain GEMM.
     Dense,
-    /// Mixture-of-experts, vLLM `fused_moe` style: per-expert sorted token ids. Model only.
+    /// Mixture-of-experts, vLLM `fused_moe` style: per-expert sorted slot ids in blocks of block M,
+    /// one expert per block; slot `i` reads row `i / top_k` of A and writes row `i` of C.
     MoeIndexed,
-    /// Mixture-of-experts, DeepGEMM "contiguous": expert offsets `[E + 1]`. Model only.
+    /// Mixture-of-experts, DeepGEMM "contiguous": expert `e` owns rows `offsets[e]..offsets[e + 1]`.
     MoeGroupedContiguous,
-    /// Mixture-of-experts, DeepGEMM "masked": per-expert counts `[E]`. Model only.
+    /// Mixture-of-experts, DeepGEMM "masked": A is `[E, max_m, K]`, expert `e` owns its first
+    /// `counts[e]` rows.
     MoeGroupedMasked,
 }
 
@@ -75,6 +77,11 @@ impl Layout {
             Layout::MoeGroupedContiguous => "moe_grouped_contiguous",
             Layout::MoeGroupedMasked => "moe_grouped_masked",
         }
+    }
+
+    /// A mixture-of-experts layout (weights of E experts, rows routed to them).
+    pub const fn is_moe(self) -> bool {
+        !matches!(self, Layout::Dense)
     }
 }
 
@@ -91,6 +98,12 @@ pub enum Epilogue {
     Gelu,
     /// The tanh approximation of GELU.
     GeluTanh,
+    /// SiLU-GLU of a fused gate-up projection: `C[:, j] = silu(gate_j) · up_j`, C has N / 2 columns.
+    /// The weights' rows are the gates `0..N/2` then the up projections `N/2..N` (vLLM's `w13`).
+    SiluGlu,
+    /// As [`Epilogue::SiluGlu`], with the weights' rows interleaved: gate `j` is row `2j`, up `j` row
+    /// `2j + 1`.
+    SiluGluInterleaved,
 }
 
 impl Epilogue {
@@ -102,7 +115,14 @@ impl Epilogue {
             Epilogue::Silu => "silu",
             Epilogue::Gelu => "gelu",
             Epilogue::GeluTanh => "gelu_tanh",
+            Epilogue::SiluGlu => "silu_glu",
+            Epilogue::SiluGluInterleaved => "silu_glu_interleaved",
         }
+    }
+
+    /// A gated epilogue: C has half the weights' output channels.
+    pub const fn is_glu(self) -> bool {
+        matches!(self, Epilogue::SiluGlu | Epilogue::SiluGluInterleaved)
     }
 }
 

@@ -117,6 +117,7 @@ pub fn atomic_split_k(spec: &KernelSpec, t: &TileConfig) -> bool {
         && spec.c == DType::F16
         && !spec.bias
         && spec.epilogue == Epilogue::None
+        && spec.layout == Layout::Dense
 }
 
 /// The `minBlocksPerMultiprocessor` hint of a tile's `__launch_bounds__`: the CTAs that fit the

@@ -54,12 +54,24 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     tiles
 }
 
+/// Whether a kernel may have `wgmma` tiles: the dense layout without a gated epilogue. The MoE
+/// layouts gather the rows of A with cp.async (a `wgmma` tile reads A by TMA), and the SiLU-GLU
+/// epilogue pairs channels c and c + 8 of one thread's accumulators, which the `wgmma` tiles' staged
+/// epilogue does not hold together.
+pub fn wgmma_allowed(spec: &KernelSpec) -> bool {
+    spec.layout == Layout::Dense && !spec.epilogue.is_glu()
+}
+
 /// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
 /// archs (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
         default_tiles(spec.archs)
             .into_iter()
+            .filter(|t| t.mma == Mma::Sync || wgmma_allowed(spec))
+            // (The MoE kernels' expert and row bookkeeping does not fit the 128 registers of two CTAs
+            // per SM without spills.)
+            .filter(|t| !spec.layout.is_moe() || t.ctas_per_sm == 0)
             .filter(|t| ctas_fit(spec, t).is_ok())
             .collect()
     } else {

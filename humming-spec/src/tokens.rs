@@ -58,6 +58,8 @@ pub fn spec_tokens(spec: &KernelSpec, krate: &TokenStream) -> TokenStream {
         Epilogue::Silu => quote!(#p::Epilogue::Silu),
         Epilogue::Gelu => quote!(#p::Epilogue::Gelu),
         Epilogue::GeluTanh => quote!(#p::Epilogue::GeluTanh),
+        Epilogue::SiluGlu => quote!(#p::Epilogue::SiluGlu),
+        Epilogue::SiluGluInterleaved => quote!(#p::Epilogue::SiluGluInterleaved),
     };
     let ArchSet(arch_bits) = archs;
     let arch_bits = Literal::u16_unsuffixed(arch_bits);

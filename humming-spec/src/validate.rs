@@ -84,6 +84,10 @@ pub struct SpecSpans {
     pub zero_point: Span,
     /// Layout.
     pub layout: Span,
+    /// `bias` value.
+    pub bias: Span,
+    /// Epilogue.
+    pub epilogue: Span,
     /// Each arch token.
     pub archs: Vec<(Arch, Span)>,
     /// Each tile.
@@ -123,6 +127,8 @@ impl SpecSpans {
             scale2_dtype: s,
             zero_point: s,
             layout: s,
+            bias: s,
+            epilogue: s,
             archs: Vec::new(),
             tiles: Vec::new(),
         }
@@ -519,12 +525,12 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             errs.push(sp.scale_dtype, format!("a zero point with `{}` scales is not generated yet; use `{}` scales with a zero point, or drop `zero_point`", spec.scale.dtype, spec.a));
         }
     }
-    if spec.layout != Layout::Dense {
+    if spec.epilogue.is_glu() && spec.bias {
         errs.push(
-            sp.layout,
+            sp.bias,
             format!(
-                "the `{}` layout is not generated yet (this version generates `dense`)",
-                spec.layout.name()
+                "`bias: true` with the `{}` epilogue is not generated yet (the gate and the up projection would each need theirs); drop `bias`",
+                spec.epilogue.name()
             ),
         );
     }
@@ -534,7 +540,10 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         }
     }
     let tiles = spec.tiles.as_slice();
-    if !tiles.is_empty() && tiles.iter().all(|t| t.mma == Mma::Wgmma) {
+    if !tiles.is_empty()
+        && crate::tiles::wgmma_allowed(spec)
+        && tiles.iter().all(|t| t.mma == Mma::Wgmma)
+    {
         // Such a kernel has nothing to run anywhere but on sm_90a.
         for arch in spec.archs.iter().filter(|&a| a != Arch::Sm90a) {
             let written = sp.archs.iter().find(|(a, _)| *a == arch);
@@ -553,6 +562,24 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     for (i, t) in tiles.iter().enumerate() {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
         let before = errs.len();
+        if t.mma == Mma::Wgmma && !crate::tiles::wgmma_allowed(spec) {
+            let why = if spec.layout.is_moe() {
+                format!(
+                    "the `{}` layout gathers rows of A with cp.async",
+                    spec.layout.name()
+                )
+            } else {
+                format!(
+                    "the `{}` epilogue pairs channels of one thread's accumulators",
+                    spec.epilogue.name()
+                )
+            };
+            errs.push(
+                span.mma,
+                format!("{why}, which `mma = wgmma` tiles do not do: use `mma.sync` tiles"),
+            );
+            continue;
+        }
         if t.mma == Mma::Wgmma {
             check_wgmma_tile(spec, t, &span, errs);
             if errs.len() == before {

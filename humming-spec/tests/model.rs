@@ -171,7 +171,18 @@ fn validation_rules() {
             "a: e4m3, b: u4, c: bf16, scale: channel(f32), arch: [sm_90a]",
             "not generated yet",
         ),
-        ("a: f16, b: u4, layout: moe_indexed", "not generated yet"),
+        (
+            "a: f16, b: u4, layout: moe_indexed, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
+            "gathers rows of A with cp.async",
+        ),
+        (
+            "a: f16, b: u4, epilogue: silu_glu, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
+            "pairs channels",
+        ),
+        (
+            "a: f16, b: u4, bias: true, epilogue: silu_glu",
+            "not generated yet",
+        ),
         // wgmma warps of 16 channels reach 256 rows; 32 channels stop at 128 (128 accumulators).
         (
             "a: f16, b: u4, arch: [sm_90a], tiles: [tile(block = (256, 256, 64), warp = (256, 32, 64), mma = wgmma)]",

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, sys};
-use humming_spec::abi::GemmParams;
+
 use std::sync::Arc;
 
 /// Maps a cudarc driver error into [`Error::Driver`] with a context string.
@@ -88,11 +88,11 @@ pub(super) fn encode_a_map(
 /// # Safety
 /// As for any kernel launch: `params` must be what `func` expects, and every address in it valid for
 /// what the kernel reads and writes.
-pub(super) unsafe fn launch(
+pub(super) unsafe fn launch<P>(
     stream: &CudaStream,
     func: &CudaFunction,
     cfg: LaunchConfig,
-    params: &GemmParams,
+    params: &P,
     pdl: bool,
     cluster_z: u32,
 ) -> std::result::Result<(), cudarc::driver::DriverError> {
@@ -122,7 +122,7 @@ pub(super) unsafe fn launch(
         attrs: attrs.as_mut_ptr(),
         numAttrs: used as u32,
     };
-    let mut args = [params as *const GemmParams as *mut std::ffi::c_void];
+    let mut args = [params as *const P as *mut std::ffi::c_void];
     // SAFETY: the caller's contract; `config`, `attrs` and `args` live across the call.
     unsafe {
         sys::cuLaunchKernelEx(

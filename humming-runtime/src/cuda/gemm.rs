@@ -15,12 +15,13 @@ use cudarc::driver::{
 };
 use humming_spec::abi::{
     FLAG_ATOMIC_C, FLAG_CLUSTER_SPLIT_K, FLAG_EARLY_TRIGGER, FLAG_STREAM_K, GemmParams,
-    MAX_CLUSTER_SPLITS, STATIC_SMEM_BYTES,
+    MAX_CLUSTER_SPLITS, MAX_ROUTE_EXPERTS, STATIC_SMEM_BYTES, route_smem_bytes,
 };
-use humming_spec::codegen::entry_name;
+use humming_spec::codegen::{combine_entry_name, entry_name, route_entry_name};
+use humming_spec::layout::c_columns;
 use humming_spec::resources::{atomic_split_k, smem_bytes, staged_epilogue};
 use humming_spec::tiles::tiles_of;
-use humming_spec::{KernelSpec, Mma};
+use humming_spec::{KernelSpec, Layout, Mma};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
@@ -34,9 +35,9 @@ pub enum ModuleSource {
 }
 
 /// The entry point of one loaded tile (`Gemm::infos[i]` describes it).
-struct LoadedTile {
-    func: CudaFunction,
-    smem: u32,
+pub(super) struct LoadedTile {
+    pub(super) func: CudaFunction,
+    pub(super) smem: u32,
 }
 
 /// Split-K buffers of a [`Gemm`]: the ordered reduction's partials and the tickets / lock words (zero
@@ -75,32 +76,43 @@ fn grow<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
 /// `A` and `C` are the element types (`half::f16` or `half::bf16`) the kernel's declaration fixes,
 /// so passing a buffer of the wrong type does not compile; [`Gemm::load`] infers them from the kernel.
 pub struct Gemm<A: Element, C: Element> {
-    stream: Arc<CudaStream>,
-    name: String,
-    spec: KernelSpec,
-    tiles: Vec<LoadedTile>,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) name: String,
+    pub(super) spec: KernelSpec,
+    pub(super) tiles: Vec<LoadedTile>,
     /// What the planner knows of each loaded tile, in the order of `tiles` (a slice of its own, so
     /// that planning a launch allocates nothing).
-    infos: Vec<TileInfo>,
+    pub(super) infos: Vec<TileInfo>,
     source: ModuleSource,
-    device: DeviceInfo,
-    options: LaunchOptions,
+    pub(super) device: DeviceInfo,
+    pub(super) options: LaunchOptions,
     workspace: Mutex<Workspace>,
+    /// `moe_indexed`: the routing and combine helpers of the module.
+    pub(super) helpers: Option<(CudaFunction, CudaFunction)>,
     _types: PhantomData<fn(A) -> C>,
 }
 
-/// Quantized weights packed into the kernel layout and uploaded to the GPU.
+/// Quantized weights packed into the kernel layout and uploaded to the GPU: one matrix, or the
+/// stacked `[E, N, K]` weights of E experts ([`Gemm::upload_experts`]).
 pub struct DeviceWeights {
-    spec: KernelSpec,
-    n: usize,
-    k: usize,
-    b: CudaSlice<u8>,
-    scales: Option<CudaSlice<u16>>,
-    zeros: Option<CudaSlice<u16>>,
-    channel: Option<CudaSlice<f32>>,
+    pub(super) spec: KernelSpec,
+    pub(super) n: usize,
+    pub(super) k: usize,
+    pub(super) experts: usize,
+    /// Bytes of packed B, and elements of the scale grid, per expert.
+    pub(super) b_expert: usize,
+    pub(super) s_expert: usize,
+    pub(super) b: CudaSlice<u8>,
+    pub(super) scales: Option<CudaSlice<u16>>,
+    pub(super) zeros: Option<CudaSlice<u16>>,
+    pub(super) channel: Option<CudaSlice<f32>>,
 }
 
 impl DeviceWeights {
+    /// Experts (1 for one matrix).
+    pub fn experts(&self) -> usize {
+        self.experts
+    }
     /// Output channels.
     pub fn n(&self) -> usize {
         self.n
@@ -135,7 +147,7 @@ fn upload_nonempty<T: cudarc::driver::DeviceRepr>(
 }
 
 /// The device address of an optional buffer (0 for none) and the guard that records its use.
-fn optional_ptr<'a, T>(
+pub(super) fn optional_ptr<'a, T>(
     buf: &'a Option<CudaSlice<T>>,
     stream: &'a CudaStream,
 ) -> (u64, Option<cudarc::driver::SyncOnDrop<'a>>) {
@@ -309,6 +321,27 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 format!("no tile configuration of {name} can run on this GPU: {why}"),
             ));
         }
+        let helpers = if spec.layout == Layout::MoeIndexed {
+            let find = |entry: String| {
+                module.load_function(&entry).map_err(|e| Error::Driver {
+                    context: format!("finding entry {entry} of {name}"),
+                    source: e,
+                })
+            };
+            let route = find(route_entry_name(&spec))?;
+            // Its per-warp counts grow with the experts: allow what this GPU has, up to the most.
+            route
+                .set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    route_smem_bytes(MAX_ROUTE_EXPERTS).min(optin - STATIC_SMEM_BYTES) as i32,
+                )
+                .map_err(driver_err(
+                    "raising the routing helper's shared-memory limit",
+                ))?;
+            Some((route, find(combine_entry_name(&spec))?))
+        } else {
+            None
+        };
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver_err("reading the multiprocessor count"))? as usize;
@@ -325,6 +358,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             },
             options: LaunchOptions::default(),
             workspace: Mutex::new(Workspace::default()),
+            helpers,
             _types: PhantomData,
         })
     }
@@ -430,29 +464,84 @@ impl<A: Element, C: Element> Gemm<A, C> {
     ///
     /// Errors if the weights were made for another descriptor, or N or K is not a multiple of 64.
     pub fn upload(&self, w: &QuantizedWeights) -> Result<DeviceWeights> {
-        if w.spec() != &self.spec {
+        self.upload_experts(std::slice::from_ref(w))
+    }
+
+    /// Packs the weights of E experts (one spec, one shape) and uploads them stacked, `[E, N, K]`, for
+    /// the MoE layouts (a dense kernel takes one).
+    ///
+    /// Errors: no experts, weights of another descriptor or another shape than the first, several
+    /// experts for a dense kernel, N or K not a multiple of 64.
+    pub fn upload_experts(&self, experts: &[QuantizedWeights]) -> Result<DeviceWeights> {
+        let Some(first) = experts.first() else {
+            return Err(invalid("weights", "no weights given"));
+        };
+        if experts.len() > 1 && !self.spec.layout.is_moe() {
             return Err(invalid(
                 "weights",
                 format!(
-                    "weights were quantized for `{}`, kernel {} is `{}`",
-                    w.spec(),
+                    "kernel {} is dense: it takes one matrix, not {} experts",
                     self.name,
-                    self.spec
+                    experts.len()
                 ),
             ));
         }
-        let packed = w.pack()?;
+        if experts.len() > i32::MAX as usize {
+            return Err(invalid("weights", "2^31 experts or more"));
+        }
+        let mut packed = Vec::with_capacity(experts.len());
+        for (e, w) in experts.iter().enumerate() {
+            if w.spec() != &self.spec {
+                return Err(invalid(
+                    "weights",
+                    format!(
+                        "weights of expert {e} were quantized for `{}`, kernel {} is `{}`",
+                        w.spec(),
+                        self.name,
+                        self.spec
+                    ),
+                ));
+            }
+            if (w.n(), w.k()) != (first.n(), first.k()) {
+                return Err(invalid(
+                    "weights",
+                    format!(
+                        "expert {e} is {} x {}, expert 0 {} x {}",
+                        w.n(),
+                        w.k(),
+                        first.n(),
+                        first.k()
+                    ),
+                ));
+            }
+            packed.push(w.pack()?);
+        }
+        let cat = |part: &dyn Fn(&crate::PackedWeights) -> usize| packed.iter().map(part).sum();
+        let mut b = Vec::with_capacity(cat(&|p| p.b.len()));
+        let mut scales = Vec::with_capacity(cat(&|p| p.scales.len()));
+        let mut zeros = Vec::with_capacity(cat(&|p| p.zeros.len()));
+        let mut channel = Vec::with_capacity(cat(&|p| p.channel.len()));
+        for p in &packed {
+            b.extend_from_slice(&p.b);
+            scales.extend_from_slice(&p.scales);
+            zeros.extend_from_slice(&p.zeros);
+            channel.extend_from_slice(&p.channel);
+        }
         let s = &self.stream;
+        let (b_expert, s_expert) = (packed[0].b.len(), packed[0].scales.len());
         let b = s
-            .clone_htod(&packed.b)
+            .clone_htod(&b)
             .map_err(driver_err("uploading packed weights"))?;
-        let scales = upload_nonempty(s, &packed.scales, "uploading scales")?;
-        let zeros = upload_nonempty(s, &packed.zeros, "uploading zero points")?;
-        let channel = upload_nonempty(s, &packed.channel, "uploading channel factors")?;
+        let scales = upload_nonempty(s, &scales, "uploading scales")?;
+        let zeros = upload_nonempty(s, &zeros, "uploading zero points")?;
+        let channel = upload_nonempty(s, &channel, "uploading channel factors")?;
         Ok(DeviceWeights {
             spec: self.spec,
-            n: w.n(),
-            k: w.k(),
+            n: first.n(),
+            k: first.k(),
+            experts: experts.len(),
+            b_expert,
+            s_expert,
             b,
             scales,
             zeros,
@@ -462,7 +551,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Device pointers of the split-K buffers a plan needs (partials, tickets; 0 for each it does
     /// not need), growing them if needed.
-    fn workspace_ptrs(&self, plan: &LaunchPlan) -> Result<(u64, u64)> {
+    pub(super) fn workspace_ptrs(&self, plan: &LaunchPlan) -> Result<(u64, u64)> {
         if plan.workspace_floats == 0 && plan.tickets == 0 {
             return Ok((0, 0));
         }
@@ -504,8 +593,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
 /// A [`Gemm`] with the settings of one or more launches ([`Gemm::with`]).
 pub struct Launcher<'g, A: Element, C: Element> {
-    gemm: &'g Gemm<A, C>,
-    options: LaunchOptions,
+    pub(super) gemm: &'g Gemm<A, C>,
+    pub(super) options: LaunchOptions,
 }
 
 impl<A: Element, C: Element> Launcher<'_, A, C> {
@@ -556,7 +645,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         Ab: DevicePtr<A>,
         Cb: DevicePtrMut<C>,
     {
-        self.run_strided(a, m, w.k, w, bias, c, w.n)
+        self.run_strided(a, m, w.k, w, bias, c, c_columns(w.spec.epilogue, w.n))
     }
 
     /// `C[i, j] = epilogue(Σ_k A[i, k] · W[j, k] + bias[j])` for `i < m`, with row strides `lda` and
@@ -591,6 +680,21 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let (a_ptr, _ra) = a.device_ptr(stream);
         let (c_ptr, _rc) = c.device_ptr_mut(stream);
         let (n, k) = (w.n, w.k);
+        if g.spec.layout.is_moe() {
+            return Err(invalid(
+                "spec",
+                format!(
+                    "kernel {} has the `{}` layout: launch it with run_{}",
+                    g.name,
+                    g.spec.layout.name(),
+                    match g.spec.layout {
+                        Layout::MoeIndexed => "indexed",
+                        Layout::MoeGroupedContiguous => "contiguous",
+                        _ => "masked",
+                    }
+                ),
+            ));
+        }
         check_launch(
             &g.name,
             &g.spec,
@@ -667,6 +771,9 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 ldc: ldc as i32,
                 splits: plan.splits as i32,
                 flags,
+                experts: 1,
+                top_k: 1,
+                ..GemmParams::default()
             };
             let grid_dim = match plan.stream_k {
                 Some(ctas) => (ctas as u32, 1, 1),
@@ -693,6 +800,6 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     }
 }
 
-fn flag(on: bool, bit: i32) -> i32 {
+pub(super) fn flag(on: bool, bit: i32) -> i32 {
     if on { bit } else { 0 }
 }

@@ -19,12 +19,14 @@
 
 mod driver;
 mod gemm;
+mod moe;
 mod nvrtc;
 mod options;
 pub mod plan;
 
 pub use driver::{default_stream, driver_err, driver_present};
 pub use gemm::{DeviceWeights, Gemm, Launcher, ModuleSource};
+pub use moe::Routing;
 pub use nvrtc::nvrtc_compile;
 pub use options::{DependentTrigger, LaunchOptions, Reduction, SplitK};
 pub use plan::{KReduction, LaunchPlan, TileInfo};

@@ -138,6 +138,66 @@ pub fn plan_launch(
     }
 }
 
+/// Plans a MoE launch: the `mma.sync` tile of `block_m` rows, a grid of `grid_rows` rows (all the
+/// tiles the routing may fill; those without rows return at once) of which about `expected_tiles`
+/// row tiles hold rows, `[n, k]` weights per expert. K splits as [`choose_splits_of`] gives for the
+/// expected tiles, summed in split order; no stream-K, clusters or atomics. `None` where the kernel has
+/// no such tile.
+pub fn plan_moe(
+    tiles: &[TileInfo],
+    device: &DeviceInfo,
+    options: &LaunchOptions,
+    block_m: usize,
+    (grid_rows, expected_tiles): (usize, usize),
+    (n, k): (usize, usize),
+) -> Option<LaunchPlan> {
+    let tile_index = tiles
+        .iter()
+        .position(|l| l.tile.mma == Mma::Sync && l.tile.block_m as usize == block_m)?;
+    let info = &tiles[tile_index];
+    let t = info.tile;
+    let n_tiles = n.div_ceil(t.block_n as usize);
+    let splits = match options.split_k {
+        SplitK::Off => 1,
+        SplitK::Fixed(f) => f
+            .get()
+            .min(64)
+            .min(k.div_ceil(t.block_k.max(1) as usize))
+            .max(1),
+        SplitK::Auto => choose_splits_of(
+            &t,
+            expected_tiles.max(1).saturating_mul(n_tiles),
+            block_m,
+            k,
+            device.sms,
+            info.ctas_per_sm,
+        ),
+    };
+    let programmatic =
+        options.programmatic_launch && device.capability >= 90 && info.ctas_per_sm <= 2;
+    let (workspace_floats, tickets) = if splits > 1 {
+        workspace_size(&t, grid_rows, n, splits)
+    } else {
+        (0, 0)
+    };
+    Some(LaunchPlan {
+        tile_index,
+        tile: t,
+        splits,
+        stream_k: None,
+        reduction: if splits > 1 {
+            KReduction::Ordered
+        } else {
+            KReduction::None
+        },
+        programmatic,
+        early_trigger: programmatic && options.dependent_trigger == DependentTrigger::AtStart,
+        ctas: output_tiles(&t, grid_rows, n).saturating_mul(splits),
+        workspace_floats,
+        tickets,
+    })
+}
+
 /// The tile a launch uses ([`select_launch_tile`] with this runtime's split rule).
 pub fn select_tile(
     tiles: &[TileInfo],
@@ -269,7 +329,19 @@ pub fn choose_splits(
     sms: usize,
     ctas_per_sm: usize,
 ) -> usize {
-    let tiles = output_tiles(t, m, n);
+    choose_splits_of(t, output_tiles(t, m, n), m, k, sms, ctas_per_sm)
+}
+
+/// [`choose_splits`] for `tiles` output tiles of `m` rows each (the MoE layouts: the tiles that hold
+/// rows, of block M rows).
+pub fn choose_splits_of(
+    t: &TileConfig,
+    tiles: usize,
+    m: usize,
+    k: usize,
+    sms: usize,
+    ctas_per_sm: usize,
+) -> usize {
     let steps = k.div_ceil(t.block_k.max(1) as usize);
     if tiles == 0 || steps == 0 {
         return 1;
@@ -348,10 +420,12 @@ pub fn check_launch(
             format!("lda = {lda} must be >= K = {k}, a multiple of 8 and below 2^31"),
         ));
     }
-    if ldc < n || ldc % 2 != 0 || ldc > i32::MAX as usize {
+    // Columns of C: N, or N / 2 with a gated epilogue.
+    let nc = humming_spec::layout::c_columns(kernel.epilogue, n);
+    if ldc < nc || ldc % 2 != 0 || ldc > i32::MAX as usize {
         return Err(invalid(
             "ldc",
-            format!("ldc = {ldc} must be >= N = {n}, even and below 2^31"),
+            format!("ldc = {ldc} must be >= the {nc} columns of C, even and below 2^31"),
         ));
     }
     // Rows 0..m: (m - 1) * stride + width elements (none for m = 0).
@@ -371,12 +445,12 @@ pub fn check_launch(
             ),
         ));
     }
-    let need_c = need(ldc, n);
+    let need_c = need(ldc, nc);
     if need_c.is_none_or(|need| s.c_len < need) {
         return Err(invalid(
             "c",
             format!(
-                "C holds {} elements; m = {m}, ldc = {ldc}, N = {n} need {need_c:?}",
+                "C holds {} elements; m = {m}, ldc = {ldc}, {nc} columns need {need_c:?}",
                 s.c_len
             ),
         ));

@@ -439,7 +439,10 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
                 }
             }
             "bias" => match v {
-                Value::Bool(lb) => bias = lb.value,
+                Value::Bool(lb) => {
+                    bias = lb.value;
+                    spans.bias = lb.span();
+                }
                 other => errs.push(
                     other.span(),
                     format!("bias must be `true` or `false`, found {}", other.describe()),
@@ -466,16 +469,23 @@ pub fn interpret(decl: &Declaration, errs: &mut Errors) -> (Option<KernelSpec>, 
                 }
             }
             "epilogue" => {
-                if let Some(i) = ident_of(v, "epilogue", "none, relu, silu, gelu, gelu_tanh", errs)
-                {
+                if let Some(i) = ident_of(
+                    v,
+                    "epilogue",
+                    "none, relu, silu, gelu, gelu_tanh, silu_glu, silu_glu_interleaved",
+                    errs,
+                ) {
+                    spans.epilogue = i.span();
                     epilogue = match i.to_string().as_str() {
                         "none" => Epilogue::None,
                         "relu" => Epilogue::Relu,
                         "silu" => Epilogue::Silu,
                         "gelu" => Epilogue::Gelu,
                         "gelu_tanh" => Epilogue::GeluTanh,
+                        "silu_glu" => Epilogue::SiluGlu,
+                        "silu_glu_interleaved" => Epilogue::SiluGluInterleaved,
                         other => {
-                            errs.push(i.span(), format!("unknown epilogue `{other}`; expected none, relu, silu, gelu or gelu_tanh"));
+                            errs.push(i.span(), format!("unknown epilogue `{other}`; expected none, relu, silu, gelu, gelu_tanh, silu_glu or silu_glu_interleaved"));
                             Epilogue::None
                         }
                     };

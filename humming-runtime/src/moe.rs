@@ -1,0 +1,373 @@
+//! Mixture-of-experts on the host: the routing of the `moe_indexed` layout (the CPU twin of the GPU
+//! helper, [`route_indexed`]), the rule that picks its block M ([`moe_block_m`]), and the f64
+//! reference of every MoE layout ([`reference_moe`]).
+//!
+//! A MoE GEMM multiplies rows of A by the weights of the expert each row is routed to. Experts are
+//! `[N, K]` weights of one spec (stacked `[E, N, K]` on the GPU), and the layouts say which rows go
+//! where:
+//!
+//! - `moe_indexed` (vLLM `fused_moe`): token `t`'s `j`-th choice is expert `topk_ids[t * top_k + j]`;
+//!   slot `t * top_k + j` reads row `t` of A and writes row `t * top_k + j` of C (`[M * top_k, N]`).
+//!   A choice outside `0..E` (-1 where expert parallelism routes the token to another rank) writes
+//!   nothing. With `top_k = 1` and rows already expanded, this is the down projection.
+//! - `moe_grouped_contiguous` (DeepGEMM): expert `e` owns rows `offsets[e]..offsets[e + 1]` of A and C.
+//! - `moe_grouped_masked` (DeepGEMM): A is `[E, max_m, K]`; expert `e` owns its first `counts[e]` rows.
+
+use crate::error::{Result, invalid};
+use crate::quant::QuantizedWeights;
+use crate::reference::apply_epilogue;
+use humming_spec::layout::{c_columns, glu_rows};
+use humming_spec::{KernelSpec, Layout};
+
+/// The rows of one MoE launch, on the host.
+#[derive(Clone, Copy, Debug)]
+pub enum MoeRows<'a> {
+    /// `moe_indexed`: the router's choices `[M, top_k]`, and optionally its weights `[M, top_k]`, by
+    /// which each written row is multiplied after the epilogue.
+    Indexed {
+        /// Expert of each choice; outside `0..E`: none.
+        topk_ids: &'a [i32],
+        /// Choices per token.
+        top_k: usize,
+        /// Factor of each choice's row, or `None` for 1.
+        weights: Option<&'a [f32]>,
+    },
+    /// `moe_grouped_contiguous`: the first row of each expert, `[E + 1]`, non-decreasing.
+    Contiguous {
+        /// `offsets[e]..offsets[e + 1]` are expert `e`'s rows.
+        offsets: &'a [i32],
+    },
+    /// `moe_grouped_masked`: rows used per expert `[E]`, of `max_m` each.
+    Masked {
+        /// Expert `e`'s rows are `e * max_m .. e * max_m + counts[e]`.
+        counts: &'a [i32],
+        /// Rows reserved per expert.
+        max_m: usize,
+    },
+}
+
+impl MoeRows<'_> {
+    /// The layout these rows are for.
+    pub fn layout(&self) -> Layout {
+        match self {
+            MoeRows::Indexed { .. } => Layout::MoeIndexed,
+            MoeRows::Contiguous { .. } => Layout::MoeGroupedContiguous,
+            MoeRows::Masked { .. } => Layout::MoeGroupedMasked,
+        }
+    }
+
+    /// For each row of C (`c_rows` of them): the expert and the row of A it is computed from, or
+    /// `None` where the layout writes nothing.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] naming `topk_ids`, `offsets` or `counts` where they do not
+    /// describe rows of A (`a_rows`) and C.
+    pub fn sources(&self, a_rows: usize, experts: usize) -> Result<Vec<Option<(usize, usize)>>> {
+        let expert = |e: i32| usize::try_from(e).ok().filter(|&e| e < experts);
+        match *self {
+            MoeRows::Indexed {
+                topk_ids, top_k, ..
+            } => {
+                if top_k == 0 || topk_ids.len() != a_rows * top_k {
+                    return Err(invalid(
+                        "topk_ids",
+                        format!(
+                            "expected M * top_k = {a_rows} * {top_k} choices, found {}",
+                            topk_ids.len()
+                        ),
+                    ));
+                }
+                Ok(topk_ids
+                    .iter()
+                    .enumerate()
+                    .map(|(s, &e)| expert(e).map(|e| (e, s / top_k)))
+                    .collect())
+            }
+            MoeRows::Contiguous { offsets } => {
+                let ok = offsets.len() == experts + 1
+                    && offsets.first() == Some(&0)
+                    && offsets.windows(2).all(|w| w[0] <= w[1])
+                    && offsets.last().is_some_and(|&l| l as usize <= a_rows);
+                if !ok {
+                    return Err(invalid(
+                        "offsets",
+                        format!(
+                            "expected E + 1 = {} non-decreasing offsets from 0 to at most {a_rows}",
+                            experts + 1
+                        ),
+                    ));
+                }
+                let mut out = vec![None; a_rows];
+                for e in 0..experts {
+                    let span = offsets[e] as usize..offsets[e + 1] as usize;
+                    for (o, r) in out[span.clone()].iter_mut().zip(span) {
+                        *o = Some((e, r));
+                    }
+                }
+                Ok(out)
+            }
+            MoeRows::Masked { counts, max_m } => {
+                if counts.len() != experts || a_rows != experts * max_m {
+                    return Err(invalid(
+                        "counts",
+                        format!(
+                            "expected E = {experts} counts for A of E * max_m = {} rows, found {} counts and {a_rows} rows",
+                            experts * max_m,
+                            counts.len()
+                        ),
+                    ));
+                }
+                let mut out = vec![None; a_rows];
+                for (e, &c) in counts.iter().enumerate() {
+                    for r in 0..(c.max(0) as usize).min(max_m) {
+                        out[e * max_m + r] = Some((e, e * max_m + r));
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// The f64 reference of a MoE launch: C's rows (`[rows, N]`, or `[rows, N / 2]` with a gated
+/// epilogue), and which of them the layout writes. Rows it does not write are 0 here; the kernel
+/// leaves them untouched.
+#[derive(Clone, Debug)]
+pub struct MoeReference {
+    /// C, row-major.
+    pub c: Vec<f64>,
+    /// Whether each row of C is written.
+    pub written: Vec<bool>,
+    /// Columns of C.
+    pub columns: usize,
+}
+
+/// The MoE GEMM in f64: row `r` of C is `epilogue(A[src] · W_e[N, K]ᵀ + bias_e) · w_r` for the expert
+/// `e` and row `src` of A that `rows` give it (`w_r`: the router's weight of an indexed slot, else 1).
+///
+/// - `experts`: the weights of every expert, one spec (a MoE layout), one shape.
+/// - `a`: `[a_rows, K]` row-major.
+/// - `bias`: `[E, N]`, given exactly when the spec has `bias: true`.
+///
+/// # Errors
+/// [`crate::Error::InvalidArgument`] naming `experts` (empty, or of different specs or shapes, or a
+/// dense spec), `a`, `bias`, or the routing buffer ([`MoeRows::sources`]).
+pub fn reference_moe(
+    experts: &[QuantizedWeights],
+    a: &[f64],
+    a_rows: usize,
+    rows: &MoeRows<'_>,
+    bias: Option<&[f64]>,
+) -> Result<MoeReference> {
+    let Some(first) = experts.first() else {
+        return Err(invalid("experts", "no experts given"));
+    };
+    let spec: KernelSpec = *first.spec();
+    let (n, k) = (first.n(), first.k());
+    if experts
+        .iter()
+        .any(|w| w.spec() != &spec || w.n() != n || w.k() != k)
+    {
+        return Err(invalid(
+            "experts",
+            "every expert needs the same spec and shape",
+        ));
+    }
+    if spec.layout != rows.layout() {
+        return Err(invalid(
+            "experts",
+            format!(
+                "the weights are for the `{}` layout, the rows for `{}`",
+                spec.layout.name(),
+                rows.layout().name()
+            ),
+        ));
+    }
+    if a.len() != a_rows * k {
+        return Err(invalid(
+            "a",
+            format!("expected {a_rows} * {k} elements, found {}", a.len()),
+        ));
+    }
+    let e_count = experts.len();
+    match (bias, spec.bias) {
+        (Some(b), true) if b.len() != e_count * n => {
+            return Err(invalid(
+                "bias",
+                format!(
+                    "expected E * N = {} elements, found {}",
+                    e_count * n,
+                    b.len()
+                ),
+            ));
+        }
+        (Some(_), false) | (None, true) => {
+            return Err(invalid(
+                "bias",
+                "give a bias `[E, N]` exactly when the spec has `bias: true`",
+            ));
+        }
+        _ => {}
+    }
+    let sources = rows.sources(a_rows, e_count)?;
+    let weights = match rows {
+        MoeRows::Indexed {
+            weights: Some(w), ..
+        } => {
+            if w.len() != sources.len() {
+                return Err(invalid(
+                    "weights",
+                    format!(
+                        "expected one weight per choice ({}), found {}",
+                        sources.len(),
+                        w.len()
+                    ),
+                ));
+            }
+            Some(*w)
+        }
+        _ => None,
+    };
+    let epi = spec.epilogue;
+    let nc = c_columns(epi, n);
+    let mut dequantized: Vec<Option<Vec<f64>>> = vec![None; e_count];
+    for (e, _) in sources.iter().flatten() {
+        if dequantized[*e].is_none() {
+            dequantized[*e] = Some(experts[*e].dequantize());
+        }
+    }
+    let mut c = vec![0f64; sources.len() * nc];
+    for (r, src) in sources.iter().enumerate() {
+        let Some((e, ar)) = *src else { continue };
+        let wd = dequantized[e].as_deref().unwrap_or_default();
+        let arow = &a[ar * k..(ar + 1) * k];
+        let dot = |j: usize| {
+            let s: f64 = arow
+                .iter()
+                .zip(&wd[j * k..(j + 1) * k])
+                .map(|(x, y)| x * y)
+                .sum();
+            s + bias.map_or(0.0, |b| b[e * n + j])
+        };
+        let rw = weights.map_or(1.0, |w| f64::from(w[r]));
+        for j in 0..nc {
+            let v = if epi.is_glu() {
+                let (gate, up) = glu_rows(epi, n, j);
+                let g = dot(gate);
+                g / (1.0 + (-g).exp()) * dot(up)
+            } else {
+                apply_epilogue(epi, dot(j))
+            };
+            c[r * nc + j] = v * rw;
+        }
+    }
+    Ok(MoeReference {
+        written: sources.iter().map(Option::is_some).collect(),
+        c,
+        columns: nc,
+    })
+}
+
+/// The `moe_indexed` routing, as the GPU helper builds it: each expert's choices (flat indices into
+/// `topk_ids`) in flat order, padded with `topk_ids.len()` to a multiple of `block_m`; the expert of
+/// each block; the slots in use. Choices outside `0..experts` take no slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexedRouting {
+    /// Slot ids, `slots_used` of them.
+    pub sorted_ids: Vec<i32>,
+    /// One expert per block of `block_m` slots.
+    pub expert_ids: Vec<i32>,
+    /// Slots in use (a multiple of `block_m`).
+    pub slots_used: usize,
+}
+
+/// The host twin of the GPU routing helper (see [`IndexedRouting`]).
+pub fn route_indexed(topk_ids: &[i32], experts: usize, block_m: usize) -> IndexedRouting {
+    let bm = block_m.max(1);
+    let mut per: Vec<Vec<i32>> = vec![Vec::new(); experts];
+    for (i, &e) in topk_ids.iter().enumerate() {
+        if let Ok(e) = usize::try_from(e)
+            && e < experts
+        {
+            per[e].push(i as i32);
+        }
+    }
+    let pad = topk_ids.len() as i32;
+    let mut sorted_ids = Vec::new();
+    let mut expert_ids = Vec::new();
+    for (e, ids) in per.iter().enumerate() {
+        let padded = ids.len().div_ceil(bm) * bm;
+        sorted_ids.extend(ids);
+        sorted_ids.resize(sorted_ids.len() + padded - ids.len(), pad);
+        expert_ids.extend(std::iter::repeat_n(e as i32, padded / bm));
+    }
+    IndexedRouting {
+        slots_used: sorted_ids.len(),
+        sorted_ids,
+        expert_ids,
+    }
+}
+
+/// Slots the routing of `ids` choices over `experts` may use at most: every choice, plus the padding
+/// of each expert that has any, rounded up to a whole block.
+pub fn route_capacity(ids: usize, experts: usize, block_m: usize) -> usize {
+    let bm = block_m.max(1);
+    (ids + ids.min(experts) * (bm - 1)).div_ceil(bm) * bm
+}
+
+/// Experts that get at least one of `rows` choices spread uniformly over `experts`.
+fn touched_experts(rows: usize, experts: usize) -> f64 {
+    let e = experts.max(1) as f64;
+    (e * (1.0 - (1.0 - 1.0 / e).powf(rows as f64))).clamp(1.0, e)
+}
+
+/// The row tiles of `block_m` rows that `rows` choices spread uniformly over `experts` fill, about:
+/// one per touched expert, or the rows' own tiles where more.
+pub fn expected_row_tiles(rows: usize, experts: usize, block_m: usize) -> usize {
+    let per = rows as f64 / touched_experts(rows, experts);
+    (touched_experts(rows, experts) * (per / block_m.max(1) as f64).ceil()).ceil() as usize
+}
+
+/// The block M of a MoE launch: the smallest of `block_ms` (the kernel's `mma.sync` tiles) that holds
+/// the rows an expert gets on average, `rows` spread over `experts` (over those that get any: with
+/// few rows, each touched expert gets about one); the largest where none does.
+pub fn moe_block_m(block_ms: &[usize], rows: usize, experts: usize) -> Option<usize> {
+    // (Less a hair: an exact mean of 32 rows takes the 32-row tile.)
+    let per = (rows as f64 / touched_experts(rows, experts) - 1e-6).ceil() as usize;
+    let mut sorted: Vec<usize> = block_ms.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    sorted
+        .iter()
+        .copied()
+        .find(|&b| b >= per)
+        .or(sorted.last().copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_routing_pads_each_expert_and_skips_invalid_choices() {
+        let ids = [2, 0, -1, 2, 5, 2, 0, 7];
+        let r = route_indexed(&ids, 4, 4);
+        let pad = ids.len() as i32;
+        assert_eq!(r.sorted_ids, vec![1, 6, pad, pad, 0, 3, 5, pad]);
+        assert_eq!(r.expert_ids, vec![0, 2]);
+        assert_eq!(r.slots_used, 8);
+        assert!(r.slots_used <= route_capacity(ids.len(), 4, 4));
+        assert_eq!(route_indexed(&[], 4, 8).slots_used, 0);
+    }
+
+    #[test]
+    fn block_m_follows_rows_per_expert() {
+        let tiles = [8, 16, 32, 64];
+        assert_eq!(moe_block_m(&tiles, 8, 128), Some(8));
+        assert_eq!(moe_block_m(&tiles, 1024 * 8, 128), Some(64));
+        assert_eq!(moe_block_m(&tiles, 1024 * 8, 256), Some(32));
+        assert_eq!(moe_block_m(&tiles, 128 * 8, 128), Some(16));
+        assert_eq!(moe_block_m(&tiles, 100_000, 8), Some(64));
+        assert_eq!(moe_block_m(&[], 8, 8), None);
+    }
+}

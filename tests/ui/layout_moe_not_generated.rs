@@ -1,5 +1,0 @@
-humming::gemm! {
-    pub kernel W { a: f16, b: u4, layout: moe_indexed }
-}
-
-fn main() {}
