@@ -1,0 +1,209 @@
+//! A mixture-of-experts block through generated kernels: the router's top-k choices routed on the GPU,
+//! the gate-up projection of every expert with its SiLU-GLU fused into the epilogue, the down
+//! projection multiplied by the router's weights, and the sum of each token's top-k rows; checked
+//! against the f64 CPU reference of the same quantized experts.
+//!
+//! ```sh
+//! cargo run --release --example moe_block -- [--tokens 64] [--experts 32] [--top-k 4] \
+//!     [--hidden 1024] [--inter 512]
+//! ```
+//!
+//! Without a GPU it computes the CPU reference only and says so (exit status 0).
+
+use clap::Parser;
+use half::f16;
+use humming::moe::{MoeRows, reference_moe};
+use humming::quant::QuantizedWeights;
+use humming::{cuda, reference};
+use std::process::ExitCode;
+
+humming::gemm! {
+    /// The experts' gate-up projection `[2 I, H]` (gates, then up projections: vLLM's `w13`), W4A16
+    /// with group-128 scales; C is `silu(gate) · up`, `[slots, I]`.
+    pub kernel GateUp { a: f16, b: i4, scale: group(128), epilogue: silu_glu, layout: moe_indexed }
+
+    /// The experts' down projection `[H, I]`, the same format.
+    pub kernel Down { a: f16, b: i4, scale: group(128), layout: moe_indexed }
+}
+
+#[derive(Parser)]
+#[command(
+    about = "A MoE block (route, gate-up with SiLU-GLU, down, combine) against the CPU reference."
+)]
+struct Args {
+    /// Tokens M.
+    #[arg(long, default_value_t = 64)]
+    tokens: usize,
+    /// Experts E.
+    #[arg(long, default_value_t = 32)]
+    experts: usize,
+    /// Experts per token.
+    #[arg(long, default_value_t = 4)]
+    top_k: usize,
+    /// Hidden size H (a multiple of 128).
+    #[arg(long, default_value_t = 1024)]
+    hidden: usize,
+    /// Intermediate size I of each expert (a multiple of 128).
+    #[arg(long, default_value_t = 512)]
+    inter: usize,
+}
+
+/// splitmix64: reproducible inputs.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+fn experts(
+    rng: &mut Rng,
+    spec: &humming::spec::KernelSpec,
+    e: usize,
+    n: usize,
+    k: usize,
+) -> humming::Result<Vec<QuantizedWeights>> {
+    (0..e)
+        .map(|_| {
+            let w: Vec<f32> = (0..n * k).map(|_| 0.05 * rng.uniform()).collect();
+            QuantizedWeights::quantize(spec, n, k, &w)
+        })
+        .collect()
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("moe_block: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> humming::Result<()> {
+    let (m, e, top_k, h, i) = (
+        args.tokens,
+        args.experts,
+        args.top_k,
+        args.hidden,
+        args.inter,
+    );
+    let slots = m * top_k;
+    let mut rng = Rng(0x5EED);
+    let w13 = experts(&mut rng, &GateUp::DESCRIPTOR, e, 2 * i, h)?;
+    let w2 = experts(&mut rng, &Down::DESCRIPTOR, e, h, i)?;
+    let x: Vec<f16> = (0..m * h).map(|_| f16::from_f32(rng.uniform())).collect();
+    // The router: top_k distinct experts per token and softmax-like weights.
+    let mut ids = Vec::with_capacity(slots);
+    let mut weights = Vec::with_capacity(slots);
+    for _ in 0..m {
+        let first = (rng.next() % e as u64) as usize;
+        for j in 0..top_k {
+            ids.push(((first + j * (e / top_k).max(1)) % e) as i32);
+            weights.push(1.0 / top_k as f32);
+        }
+    }
+
+    // The f64 reference: gate-up with SiLU-GLU, rounded to f16 as the kernel's C is, then down with
+    // the router's weights, rounded, then the sum over each token's choices.
+    let xf: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
+    let round = |v: &[f64]| -> Vec<f64> { v.iter().map(|&v| f16::from_f64(v).to_f64()).collect() };
+    let hr = reference_moe(
+        &w13,
+        &xf,
+        m,
+        &MoeRows::Indexed {
+            topk_ids: &ids,
+            top_k,
+            weights: None,
+        },
+        None,
+    )?;
+    let yr = reference_moe(
+        &w2,
+        &round(&hr.c),
+        slots,
+        &MoeRows::Indexed {
+            topk_ids: &ids,
+            top_k: 1,
+            weights: Some(&weights),
+        },
+        None,
+    )?;
+    let yr = round(&yr.c);
+    let mut want = vec![0f64; m * h];
+    for t in 0..m {
+        for j in 0..top_k {
+            for c in 0..h {
+                want[t * h + c] += yr[(t * top_k + j) * h + c];
+            }
+        }
+    }
+
+    let stream = match cuda::default_stream(0) {
+        Ok(s) => s,
+        Err(err) => {
+            println!("no GPU ({err}): computed the CPU reference only, no kernel was run");
+            println!(
+                "SUMMARY: PASS (CPU only): MoE block of {m} tokens, {e} experts, top {top_k}, H = {h}, I = {i}"
+            );
+            return Ok(());
+        }
+    };
+    let d = cuda::driver_err;
+    let up = cuda::Gemm::load::<GateUp>(&stream)?;
+    let down = cuda::Gemm::load::<Down>(&stream)?;
+    let (d13, d2) = (up.upload_experts(&w13)?, down.upload_experts(&w2)?);
+    let d_x = stream.clone_htod(&x).map_err(d("uploading x"))?;
+    let d_ids = stream
+        .clone_htod(&ids)
+        .map_err(d("uploading the choices"))?;
+    let d_w = stream
+        .clone_htod(&weights)
+        .map_err(d("uploading the weights"))?;
+    let mut hidden_act = stream
+        .alloc_zeros::<f16>(slots * i)
+        .map_err(d("allocating"))?;
+    let mut y = stream
+        .alloc_zeros::<f16>(slots * h)
+        .map_err(d("allocating"))?;
+    let mut out = stream.alloc_zeros::<f16>(m * h).map_err(d("allocating"))?;
+
+    // Route once for the gate-up (slot t * top_k + j reads token t) and once for the down projection,
+    // whose rows are the slots themselves (top_k = 1).
+    let r_up = up.route(&d_ids, m, top_k, e)?;
+    let r_down = down.route(&d_ids, slots, 1, e)?;
+    up.run_indexed(&d_x, &r_up, &d13, None, None, &mut hidden_act)?;
+    down.run_indexed(&hidden_act, &r_down, &d2, None, Some(&d_w), &mut y)?;
+    down.combine(&y, &d_ids, (m, top_k, e), h, None, &mut out)?;
+    let got: Vec<f64> = stream
+        .clone_dtoh(&out)
+        .map_err(d("reading the output"))?
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
+    let err = reference::relative_error(&got, &want);
+    println!(
+        "MoE block: {m} tokens, {e} experts, top {top_k}, H = {h}, I = {i}: gate-up block M {}, down block M {}; relative error vs f64 {err:.2e}",
+        r_up.block_m(),
+        r_down.block_m()
+    );
+    if err <= 1e-2 {
+        println!("SUMMARY: PASS: MoE block against the CPU reference ({err:.2e}, tol 1e-2)");
+        Ok(())
+    } else {
+        Err(humming::Error::InvalidArgument {
+            arg: "result",
+            msg: format!("relative error {err:.2e} above 1e-2"),
+        })
+    }
+}

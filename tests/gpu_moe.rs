@@ -1,0 +1,749 @@
+//! GPU correctness of the mixture-of-experts layouts and the SiLU-GLU epilogue, against the f64 CPU
+//! reference (`humming::moe::reference_moe`, `reference_gemm`).
+//!
+//! - `gpu_moe_route_*`: the routing helper equals the host routing (`route_indexed`) bit for bit over
+//!   E in {1, 8, 64, 256}, top_k in {1, 2, 8}, tokens in {0, 1, 7, 33, 1000}, uniform, one-hot,
+//!   mostly-empty and partly invalid (-1, E + 3) routings.
+//! - `gpu_moe_indexed_*`, `gpu_moe_contiguous_*`, `gpu_moe_masked_*`: every layout over those E and
+//!   tokens (and formats: u4 group 128, MXFP4 with bias, u4 with zero points and SiLU-GLU, i8 channel
+//!   scales with bias, NVFP4, interleaved SiLU-GLU), C poisoned with NaN first: every row the layout
+//!   names is finite and within 1e-2 (f16) / 2e-2 (bf16) of the reference, every other row keeps its
+//!   poison bit for bit, and the guard past C is untouched.
+//! - `gpu_moe_block`: route, gate-up with SiLU-GLU, down with the router's weights, combine, captured
+//!   in one CUDA graph and replayed on new routings: equal to the launches bit for bit and to the f64
+//!   reference of the whole block.
+//! - `gpu_moe_rows_isolated`: NaN activations of the rows routed to one expert reach no other row.
+//! - `gpu_dense_glu`: the SiLU-GLU epilogue on a dense kernel, halves and interleaved.
+//!
+//! Without a GPU every test prints that it was skipped and passes.
+
+use half::{bf16, f16};
+use humming::cuda::{self, Gemm};
+use humming::moe::{MoeRows, reference_moe, route_indexed};
+use humming::quant::QuantizedWeights;
+use humming::{Element, reference, spec::KernelSpec};
+use std::io::Write;
+use std::sync::Arc;
+
+type Stream = Arc<cudarc::driver::CudaStream>;
+
+humming::gemm! {
+    /// W4A16 experts, group 128 (the MoE benchmark's format).
+    pub kernel IdxU4 { a: f16, b: u4, scale: group(128), layout: moe_indexed, arch: [sm_90a] }
+
+    /// MXFP4 experts with a bias, bf16.
+    pub kernel IdxMxfp4 { a: bf16, b: e2m1, scale: group(32, ue8m0), bias: true, layout: moe_indexed, arch: [sm_90a] }
+
+    /// A gate-up projection: zero points, SiLU-GLU of the halves.
+    pub kernel IdxGlu { a: f16, b: u4, scale: group(64), zero_point: int, epilogue: silu_glu, layout: moe_indexed, arch: [sm_90a] }
+
+    /// i8 experts with channel scales and a bias, rows contiguous per expert.
+    pub kernel ContI8 { a: bf16, b: i8, scale: channel, bias: true, layout: moe_grouped_contiguous, arch: [sm_90a] }
+
+    /// Interleaved SiLU-GLU, rows contiguous per expert.
+    pub kernel ContGlu { a: f16, b: i4, scale: group(128), epilogue: silu_glu_interleaved, layout: moe_grouped_contiguous, arch: [sm_90a] }
+
+    /// NVFP4 experts, masked rows.
+    pub kernel MaskNvfp4 { a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32), layout: moe_grouped_masked, arch: [sm_90a] }
+
+    /// u4 with zero points, bf16, masked rows.
+    pub kernel MaskU4 { a: bf16, b: u4, scale: group(128), zero_point: int, layout: moe_grouped_masked, arch: [sm_90a] }
+
+    /// The dense SiLU-GLU epilogue, halves and interleaved.
+    pub kernel DenseGlu { a: f16, b: u4, scale: group(128), epilogue: silu_glu, arch: [sm_90a] }
+    pub kernel DenseGluInter { a: bf16, b: i4, scale: group(64), epilogue: silu_glu_interleaved, arch: [sm_90a] }
+}
+
+const POISON: u16 = 0x7FFF; // NaN in f16 and bf16
+const GUARD: usize = 64;
+
+#[derive(Clone)]
+struct Rng(u64);
+impl Rng {
+    fn new() -> Self {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        Rng(t ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn gpu_or_skip(name: &str) -> Option<Stream> {
+    match cuda::default_stream(0) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU: {e})");
+            None
+        }
+    }
+}
+
+fn quick() -> bool {
+    std::env::var("HUMMING_GPU_QUICK").is_ok_and(|v| v == "1")
+}
+
+/// How the router spreads the choices.
+#[derive(Clone, Copy, Debug)]
+enum Routing {
+    Uniform,
+    /// Most choices to one expert.
+    Hot,
+    /// Two experts of E get everything.
+    MostEmpty,
+    /// Uniform, with a fifth of the choices invalid (-1 or E + 3).
+    Invalid,
+}
+
+const ROUTINGS: [Routing; 4] = [
+    Routing::Uniform,
+    Routing::Hot,
+    Routing::MostEmpty,
+    Routing::Invalid,
+];
+
+/// `[tokens, top_k]` choices; a token's valid choices are distinct experts where E allows.
+fn choices(rng: &mut Rng, tokens: usize, top_k: usize, experts: usize, how: Routing) -> Vec<i32> {
+    let mut ids = Vec::with_capacity(tokens * top_k);
+    for _ in 0..tokens {
+        let mut row: Vec<i32> = Vec::new();
+        for j in 0..top_k {
+            let mut e = match how {
+                Routing::Hot if rng.below(4) != 0 => 0,
+                Routing::MostEmpty => ([1, experts - 1][rng.below(2)] % experts) as i32,
+                _ => rng.below(experts) as i32,
+            };
+            // Distinct within the token where E allows (a router's top_k are distinct).
+            let mut tries = 0;
+            while row.contains(&e) && top_k <= experts && tries < 4 * experts {
+                e = ((e as usize + 1) % experts) as i32;
+                tries += 1;
+            }
+            if matches!(how, Routing::Invalid) && rng.below(5) == 0 {
+                e = if j % 2 == 0 { -1 } else { experts as i32 + 3 };
+            }
+            row.push(e);
+        }
+        ids.extend(row);
+    }
+    ids
+}
+
+fn random_weights(rng: &mut Rng, n: usize, k: usize) -> Vec<f32> {
+    let mut w = vec![0f32; n * k];
+    for row in w.chunks_mut(k) {
+        let mag = 0.02 + 0.1 * rng.uniform().abs();
+        for v in row {
+            *v = mag * rng.uniform();
+        }
+    }
+    w
+}
+
+fn experts_for(
+    rng: &mut Rng,
+    spec: &KernelSpec,
+    e: usize,
+    n: usize,
+    k: usize,
+) -> Vec<QuantizedWeights> {
+    (0..e)
+        .map(|_| {
+            QuantizedWeights::quantize(spec, n, k, &random_weights(rng, n, k)).expect("quantize")
+        })
+        .collect()
+}
+
+fn tol<T: Element>() -> f64 {
+    if T::DTYPE == humming::spec::DType::BF16 {
+        2e-2
+    } else {
+        1e-2
+    }
+}
+
+/// A device buffer of `len` elements plus a guard, all NaN.
+fn poisoned<T: Element>(s: &Stream, len: usize) -> cudarc::driver::CudaSlice<T> {
+    s.clone_htod(&vec![T::from_bits(POISON); len + GUARD])
+        .expect("poisoned buffer")
+}
+
+/// Checks C against the reference: written rows finite and close (relative error of the whole set
+/// of written rows), other rows and the guard still poison. Returns the relative error.
+fn check_rows<T: Element>(what: &str, got: &[T], want: &reference_moe_out::Out) -> f64 {
+    let nc = want.columns;
+    let (mut g, mut w) = (Vec::new(), Vec::new());
+    for (r, &written) in want.written.iter().enumerate() {
+        let row = &got[r * nc..(r + 1) * nc];
+        if written {
+            for (j, v) in row.iter().enumerate() {
+                let x = v.to_f64();
+                assert!(
+                    x.is_finite(),
+                    "{what}: row {r} col {j} = {x} (not written or not finite)"
+                );
+                g.push(x);
+                w.push(want.c[r * nc + j]);
+            }
+        } else {
+            assert!(
+                row.iter().all(|v| v.to_bits() == POISON),
+                "{what}: row {r} is not routed but was written"
+            );
+        }
+    }
+    assert!(
+        got[want.written.len() * nc..]
+            .iter()
+            .all(|v| v.to_bits() == POISON),
+        "{what}: C written past its rows"
+    );
+    let err = reference::relative_error(&g, &w);
+    assert!(err <= tol::<T>(), "{what}: relative error {err:.3e}");
+    err
+}
+
+mod reference_moe_out {
+    pub use humming::moe::MoeReference as Out;
+}
+
+fn to_elems<T: Element>(v: &[f32]) -> Vec<T> {
+    v.iter().map(|&x| T::from_f32(x)).collect()
+}
+
+fn random_a<T: Element>(rng: &mut Rng, rows: usize, k: usize) -> (Vec<T>, Vec<f64>) {
+    let a: Vec<T> = (0..rows * k).map(|_| T::from_f32(rng.uniform())).collect();
+    let f = a.iter().map(|v| v.to_f64()).collect();
+    (a, f)
+}
+
+fn bias_for<T: Element>(rng: &mut Rng, e: usize, n: usize) -> (Vec<T>, Vec<f64>) {
+    let b: Vec<T> = (0..e * n)
+        .map(|_| T::from_f32(0.1 * rng.uniform()))
+        .collect();
+    let f = b.iter().map(|v| v.to_f64()).collect();
+    (b, f)
+}
+
+const EXPERTS: [usize; 4] = [1, 8, 64, 256];
+const TOP_KS: [usize; 3] = [1, 2, 8];
+const TOKENS: [usize; 5] = [0, 1, 7, 33, 1000];
+
+#[test]
+fn gpu_moe_route_matches_host() {
+    let name = "gpu_moe_route_matches_host";
+    let Some(s) = gpu_or_skip(name) else { return };
+    let gemm = Gemm::load::<IdxU4>(&s).expect("load");
+    let mut rng = Rng::new();
+    let mut cases = 0;
+    for &e in &EXPERTS {
+        for &top_k in &TOP_KS {
+            for &tokens in &TOKENS {
+                for how in ROUTINGS {
+                    let ids = choices(&mut rng, tokens, top_k, e, how);
+                    let d_ids = s.clone_htod(&ids).expect("ids");
+                    let routing = gemm.route(&d_ids, tokens, top_k, e).expect("route");
+                    let got = routing.to_host(&s).expect("read routing");
+                    let want = route_indexed(&ids, e, routing.block_m());
+                    assert_eq!(got, want, "E={e} top_k={top_k} tokens={tokens} {how:?}");
+                    assert!(want.slots_used <= routing.capacity());
+                    cases += 1;
+                }
+            }
+        }
+    }
+    eprintln!("{name}: {cases} routings equal to the host's");
+}
+
+/// One indexed case: route on the GPU, run, check every row.
+#[allow(clippy::too_many_arguments)]
+fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
+    s: &Stream,
+    gemm: &Gemm<T, T>,
+    experts: &[QuantizedWeights],
+    dw: &cuda::DeviceWeights,
+    rng: &mut Rng,
+    tokens: usize,
+    top_k: usize,
+    how: Routing,
+    with_weights: bool,
+) -> f64 {
+    let (e, n, k) = (experts.len(), experts[0].n(), experts[0].k());
+    let sp = K::DESCRIPTOR;
+    let nc = humming::spec::layout::c_columns(sp.epilogue, n);
+    let ids = choices(rng, tokens, top_k, e, how);
+    let (a, af) = random_a::<T>(rng, tokens, k);
+    let (bias, bias_f) = bias_for::<T>(rng, e, n);
+    let rw: Vec<f32> = (0..tokens * top_k)
+        .map(|_| 0.5 + 0.5 * rng.uniform().abs())
+        .collect();
+    let d_ids = s.clone_htod(&ids).expect("ids");
+    let routing = gemm.route(&d_ids, tokens, top_k, e).expect("route");
+    let d_a = s.clone_htod(&a).expect("a");
+    let d_bias = sp.bias.then(|| s.clone_htod(&bias).expect("bias"));
+    let d_rw = s.clone_htod(&rw).expect("row weights");
+    let mut c = poisoned::<T>(s, tokens * top_k * nc);
+    gemm.run_indexed(
+        &d_a,
+        &routing,
+        dw,
+        d_bias.as_ref(),
+        with_weights.then_some(&d_rw),
+        &mut c,
+    )
+    .expect("run_indexed");
+    let got = s.clone_dtoh(&c).expect("read C");
+    let want = reference_moe(
+        experts,
+        &af,
+        tokens,
+        &MoeRows::Indexed {
+            topk_ids: &ids,
+            top_k,
+            weights: with_weights.then_some(&rw[..]),
+        },
+        sp.bias.then_some(&bias_f[..]),
+    )
+    .expect("reference");
+    check_rows(
+        &format!("{} E={e} top_k={top_k} tokens={tokens} {how:?}", K::NAME),
+        &got,
+        &want,
+    )
+}
+
+fn indexed_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str, n: usize, k: usize) {
+    let Some(s) = gpu_or_skip(name) else { return };
+    let gemm = Gemm::load::<K>(&s).expect("load");
+    let mut rng = Rng::new();
+    let (mut worst, mut cases) = (0f64, 0);
+    for &e in &EXPERTS {
+        // Few distinct experts' weights: the kernel reads each expert's own copy all the same.
+        let distinct = experts_for(&mut rng, &K::DESCRIPTOR, e.min(8), n, k);
+        let experts: Vec<QuantizedWeights> = (0..e)
+            .map(|i| distinct[i % distinct.len()].clone())
+            .collect();
+        let dw = gemm.upload_experts(&experts).expect("upload");
+        for (ti, &top_k) in TOP_KS.iter().enumerate() {
+            for (mi, &tokens) in TOKENS.iter().enumerate() {
+                if quick() && tokens == 1000 {
+                    continue;
+                }
+                let how = ROUTINGS[(ti + mi + e) % ROUTINGS.len()];
+                let err = indexed_case::<T, K>(
+                    &s,
+                    &gemm,
+                    &experts,
+                    &dw,
+                    &mut rng,
+                    tokens,
+                    top_k,
+                    how,
+                    top_k == 1,
+                );
+                worst = worst.max(err);
+                cases += 1;
+            }
+        }
+    }
+    eprintln!("{name}: {cases} cases, worst relative error {worst:.2e}");
+}
+
+#[test]
+fn gpu_moe_indexed_u4() {
+    indexed_suite::<f16, IdxU4>("gpu_moe_indexed_u4", 128, 256);
+}
+
+#[test]
+fn gpu_moe_indexed_mxfp4_bias_bf16() {
+    indexed_suite::<bf16, IdxMxfp4>("gpu_moe_indexed_mxfp4_bias_bf16", 192, 320);
+}
+
+#[test]
+fn gpu_moe_indexed_glu() {
+    indexed_suite::<f16, IdxGlu>("gpu_moe_indexed_glu", 256, 192);
+}
+
+/// Random offsets `[E + 1]` over `rows` (empty experts included), the last at most `rows`.
+fn offsets(rng: &mut Rng, e: usize, rows: usize) -> Vec<i32> {
+    let end = if rows > 0 && rng.below(3) == 0 {
+        rows - rng.below(rows.min(5))
+    } else {
+        rows
+    };
+    let mut cuts: Vec<i32> = (0..e - 1).map(|_| rng.below(end + 1) as i32).collect();
+    if rng.below(2) == 0 && e > 2 {
+        // Most experts empty: everything in two of them.
+        cuts.iter_mut()
+            .for_each(|c| *c = if *c < (end / 2) as i32 { 0 } else { end as i32 });
+    }
+    cuts.sort_unstable();
+    std::iter::once(0)
+        .chain(cuts)
+        .chain(std::iter::once(end as i32))
+        .collect()
+}
+
+fn grouped_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(
+    name: &str,
+    n: usize,
+    k: usize,
+    masked: bool,
+) {
+    let Some(s) = gpu_or_skip(name) else { return };
+    let gemm = Gemm::load::<K>(&s).expect("load");
+    let sp = K::DESCRIPTOR;
+    let nc = humming::spec::layout::c_columns(sp.epilogue, n);
+    let mut rng = Rng::new();
+    let (mut worst, mut cases) = (0f64, 0);
+    for &e in &EXPERTS[..3] {
+        let distinct = experts_for(&mut rng, &sp, e.min(8), n, k);
+        let experts: Vec<QuantizedWeights> = (0..e)
+            .map(|i| distinct[i % distinct.len()].clone())
+            .collect();
+        let dw = gemm.upload_experts(&experts).expect("upload");
+        for &tokens in &TOKENS {
+            if quick() && tokens == 1000 {
+                continue;
+            }
+            let (rows, route): (usize, Vec<i32>) = if masked {
+                let max_m = tokens.max(1);
+                let counts = (0..e)
+                    .map(|_| match rng.below(4) {
+                        0 => 0,
+                        1 => max_m as i32,
+                        _ => rng.below(max_m + 1) as i32,
+                    })
+                    .collect();
+                (e * max_m, counts)
+            } else {
+                (tokens, offsets(&mut rng, e, tokens))
+            };
+            let (a, af) = random_a::<T>(&mut rng, rows, k);
+            let (bias, bias_f) = bias_for::<T>(&mut rng, e, n);
+            let d_a = s.clone_htod(&a).expect("a");
+            let d_route = s.clone_htod(&route).expect("route");
+            let d_bias = sp.bias.then(|| s.clone_htod(&bias).expect("bias"));
+            let mut c = poisoned::<T>(&s, rows * nc);
+            let rows_desc = if masked {
+                let max_m = rows / e;
+                gemm.run_masked(
+                    &d_a,
+                    max_m,
+                    &d_route,
+                    max_m.div_ceil(2),
+                    &dw,
+                    d_bias.as_ref(),
+                    &mut c,
+                )
+                .expect("run_masked");
+                MoeRows::Masked {
+                    counts: &route,
+                    max_m,
+                }
+            } else {
+                gemm.run_contiguous(&d_a, rows, &d_route, &dw, d_bias.as_ref(), &mut c)
+                    .expect("run_contiguous");
+                MoeRows::Contiguous { offsets: &route }
+            };
+            let got = s.clone_dtoh(&c).expect("read C");
+            let want = reference_moe(
+                &experts,
+                &af,
+                rows,
+                &rows_desc,
+                sp.bias.then_some(&bias_f[..]),
+            )
+            .expect("reference");
+            let err = check_rows(&format!("{} E={e} rows={rows}", K::NAME), &got, &want);
+            worst = worst.max(err);
+            cases += 1;
+        }
+    }
+    eprintln!("{name}: {cases} cases, worst relative error {worst:.2e}");
+}
+
+#[test]
+fn gpu_moe_contiguous_i8_bias_bf16() {
+    grouped_suite::<bf16, ContI8>("gpu_moe_contiguous_i8_bias_bf16", 128, 512, false);
+}
+
+#[test]
+fn gpu_moe_contiguous_glu_interleaved() {
+    grouped_suite::<f16, ContGlu>("gpu_moe_contiguous_glu_interleaved", 256, 256, false);
+}
+
+#[test]
+fn gpu_moe_masked_nvfp4() {
+    grouped_suite::<f16, MaskNvfp4>("gpu_moe_masked_nvfp4", 128, 256, true);
+}
+
+#[test]
+fn gpu_moe_masked_u4_bf16() {
+    grouped_suite::<bf16, MaskU4>("gpu_moe_masked_u4_bf16", 192, 384, true);
+}
+
+/// NaN activations of every token routed to expert 3 reach only the rows of those tokens.
+#[test]
+fn gpu_moe_rows_isolated() {
+    let name = "gpu_moe_rows_isolated";
+    let Some(s) = gpu_or_skip(name) else { return };
+    let gemm = Gemm::load::<IdxU4>(&s).expect("load");
+    let mut rng = Rng::new();
+    let (e, n, k, tokens, top_k) = (8, 128, 256, 64, 2);
+    let experts = experts_for(&mut rng, &IdxU4::DESCRIPTOR, e, n, k);
+    let dw = gemm.upload_experts(&experts).expect("upload");
+    let ids = choices(&mut rng, tokens, top_k, e, Routing::Uniform);
+    let (mut a, _) = random_a::<f16>(&mut rng, tokens, k);
+    let hot: Vec<bool> = (0..tokens)
+        .map(|t| ids[t * top_k..(t + 1) * top_k].contains(&3))
+        .collect();
+    for (t, _) in hot.iter().enumerate().filter(|(_, h)| **h) {
+        a[t * k..(t + 1) * k].fill(f16::NAN);
+    }
+    let d_ids = s.clone_htod(&ids).expect("ids");
+    let routing = gemm.route(&d_ids, tokens, top_k, e).expect("route");
+    let d_a = s.clone_htod(&a).expect("a");
+    let mut c = poisoned::<f16>(&s, tokens * top_k * n);
+    gemm.run_indexed(&d_a, &routing, &dw, None, None, &mut c)
+        .expect("run");
+    let got = s.clone_dtoh(&c).expect("read");
+    for slot in 0..tokens * top_k {
+        let row = &got[slot * n..(slot + 1) * n];
+        let nan = row.iter().any(|v| v.is_nan());
+        assert_eq!(
+            nan,
+            hot[slot / top_k],
+            "slot {slot}: NaN {nan}, its token's rows NaN {}",
+            hot[slot / top_k]
+        );
+    }
+    eprintln!(
+        "{name}: NaN rows of {} tokens stayed in their own rows",
+        hot.iter().filter(|h| **h).count()
+    );
+}
+
+/// A whole MoE block: route, gate-up (SiLU-GLU), down (the router's weights, top_k = 1 over the
+/// expanded rows), combine; one CUDA graph replayed on new routings equals the launches.
+#[test]
+fn gpu_moe_block() {
+    let name = "gpu_moe_block";
+    let Some(s) = gpu_or_skip(name) else { return };
+    // SAFETY: before any buffer of this test is allocated, and every one of them is used on this one
+    // stream only. With cudarc's event tracking on, each launch in the capture would wait on events
+    // recorded before it, which invalidates the capture.
+    unsafe { s.context().disable_event_tracking() };
+    let up = Gemm::load::<IdxGlu>(&s).expect("load gate-up");
+    let down = Gemm::load::<IdxU4>(&s).expect("load down");
+    let mut rng = Rng::new();
+    let (e, top_k, tokens, hidden, inter) = (16, 4, 48, 256, 128);
+    let w13 = experts_for(&mut rng, &IdxGlu::DESCRIPTOR, e, 2 * inter, hidden);
+    let w2 = experts_for(&mut rng, &IdxU4::DESCRIPTOR, e, hidden, inter);
+    let (d13, d2) = (
+        up.upload_experts(&w13).expect("w13"),
+        down.upload_experts(&w2).expect("w2"),
+    );
+    let (x, xf) = random_a::<f16>(&mut rng, tokens, hidden);
+    let d_x = s.clone_htod(&x).expect("x");
+    let slots = tokens * top_k;
+    let mut h = s.alloc_zeros::<f16>(slots * inter).expect("h");
+    let mut y = s.alloc_zeros::<f16>(slots * hidden).expect("y");
+    let mut out = s.alloc_zeros::<f16>(tokens * hidden).expect("out");
+    let ids0 = choices(&mut rng, tokens, top_k, e, Routing::Uniform);
+    let mut d_ids = s.clone_htod(&ids0).expect("ids");
+    let wts0: Vec<f32> = (0..slots).map(|_| rng.uniform().abs()).collect();
+    let mut d_w = s.clone_htod(&wts0).expect("weights");
+    let mut r_up = up.route(&d_ids, tokens, top_k, e).expect("route");
+    // The down projection's rows are the slots: token t * top_k + j, top_k = 1, the same experts.
+    let down_ids_dev = |ids: &[i32]| s.clone_htod(ids).expect("down ids");
+    let mut d_ids_down = down_ids_dev(&ids0);
+    let mut r_down = down.route(&d_ids_down, slots, 1, e).expect("route down");
+    let block = |d_ids: &cudarc::driver::CudaSlice<i32>,
+                 d_ids_down: &cudarc::driver::CudaSlice<i32>,
+                 d_w: &cudarc::driver::CudaSlice<f32>,
+                 r_up: &mut cuda::Routing,
+                 r_down: &mut cuda::Routing,
+                 h: &mut cudarc::driver::CudaSlice<f16>,
+                 y: &mut cudarc::driver::CudaSlice<f16>,
+                 out: &mut cudarc::driver::CudaSlice<f16>| {
+        up.route_into(d_ids, r_up).expect("route");
+        down.route_into(d_ids_down, r_down).expect("route down");
+        up.run_indexed(&d_x, r_up, &d13, None, None, h)
+            .expect("gate-up");
+        down.run_indexed(&*h, r_down, &d2, None, Some(d_w), y)
+            .expect("down");
+        down.combine(&*y, d_ids, (tokens, top_k, e), hidden, None, out)
+            .expect("combine");
+    };
+    let host_block = |ids: &[i32], wts: &[f32]| -> Vec<f64> {
+        let hr = reference_moe(
+            &w13,
+            &xf,
+            tokens,
+            &MoeRows::Indexed {
+                topk_ids: ids,
+                top_k,
+                weights: None,
+            },
+            None,
+        )
+        .expect("ref gate-up");
+        // The kernel's h is rounded to f16 before the down projection.
+        let hf: Vec<f64> = hr.c.iter().map(|&v| f16::from_f64(v).to_f64()).collect();
+        let yr = reference_moe(
+            &w2,
+            &hf,
+            slots,
+            &MoeRows::Indexed {
+                topk_ids: ids,
+                top_k: 1,
+                weights: Some(wts),
+            },
+            None,
+        )
+        .expect("ref down");
+        let mut o = vec![0f64; tokens * hidden];
+        for t in 0..tokens {
+            for j in 0..top_k {
+                if yr.written[t * top_k + j] {
+                    for c in 0..hidden {
+                        o[t * hidden + c] +=
+                            f16::from_f64(yr.c[(t * top_k + j) * hidden + c]).to_f64();
+                    }
+                }
+            }
+        }
+        o
+    };
+    // Launches, then a graph of the same launches replayed on fresh routings.
+    block(
+        &d_ids,
+        &d_ids_down,
+        &d_w,
+        &mut r_up,
+        &mut r_down,
+        &mut h,
+        &mut y,
+        &mut out,
+    );
+    let got: Vec<f64> = s
+        .clone_dtoh(&out)
+        .expect("out")
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
+    let err = reference::relative_error(&got, &host_block(&ids0, &wts0));
+    assert!(err < 1e-2, "{name}: launches vs reference {err:.3e}");
+    s.synchronize().expect("launches");
+    s.begin_capture(cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+        .expect("capture");
+    block(
+        &d_ids,
+        &d_ids_down,
+        &d_w,
+        &mut r_up,
+        &mut r_down,
+        &mut h,
+        &mut y,
+        &mut out,
+    );
+    // (An error cudarc stored during the capture: taken before ending it.)
+    let stored = s.context().check_err();
+    let graph = s
+        .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+        .expect("end capture")
+        .expect("a graph");
+    stored.expect("no error during the capture");
+    let replays = if quick() { 2 } else { 6 };
+    let mut worst = err;
+    for r in 0..replays {
+        let how = ROUTINGS[r % ROUTINGS.len()];
+        let ids = choices(&mut rng, tokens, top_k, e, how);
+        let wts: Vec<f32> = (0..slots).map(|_| rng.uniform().abs()).collect();
+        s.memcpy_htod(&ids, &mut d_ids).expect("ids");
+        s.memcpy_htod(&ids, &mut d_ids_down).expect("down ids");
+        s.memcpy_htod(&wts, &mut d_w).expect("weights");
+        graph.launch().expect("replay");
+        let replayed = s.clone_dtoh(&out).expect("out");
+        block(
+            &d_ids,
+            &d_ids_down,
+            &d_w,
+            &mut r_up,
+            &mut r_down,
+            &mut h,
+            &mut y,
+            &mut out,
+        );
+        let launched = s.clone_dtoh(&out).expect("out");
+        assert!(
+            replayed
+                .iter()
+                .zip(&launched)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name}: replay {r} differs from the launches"
+        );
+        let got: Vec<f64> = launched.iter().map(|v| v.to_f64()).collect();
+        let err = reference::relative_error(&got, &host_block(&ids, &wts));
+        assert!(
+            err < 1e-2,
+            "{name}: replay {r} ({how:?}) vs reference {err:.3e}"
+        );
+        worst = worst.max(err);
+    }
+    eprintln!(
+        "{name}: route + gate-up (SiLU-GLU) + down + combine, {replays} graph replays = launches; worst {worst:.2e}"
+    );
+}
+
+fn dense_glu<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str) {
+    let Some(s) = gpu_or_skip(name) else { return };
+    let gemm = Gemm::load::<K>(&s).expect("load");
+    let mut rng = Rng::new();
+    let (n, k) = (512, 384);
+    let w = QuantizedWeights::quantize(&K::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
+        .expect("quantize");
+    let dw = gemm.upload(&w).expect("upload");
+    let mut worst = 0f64;
+    for m in [1, 16, 33, 128] {
+        let (a, af) = random_a::<T>(&mut rng, m, k);
+        let d_a = s.clone_htod(&a).expect("a");
+        let mut c = poisoned::<T>(&s, m * n / 2);
+        gemm.run(&d_a, m, &dw, None, &mut c).expect("run");
+        let got = s.clone_dtoh(&c).expect("read");
+        let want = reference::reference_gemm(&w, &af, m, None).expect("reference");
+        assert!(
+            got[m * n / 2..].iter().all(|v| v.to_bits() == POISON),
+            "{name}: C written past its end"
+        );
+        let g: Vec<f64> = got[..m * n / 2].iter().map(|v| v.to_f64()).collect();
+        assert!(
+            g.iter().all(|v| v.is_finite()),
+            "{name}: M={m}: an element not written"
+        );
+        let err = reference::relative_error(&g, &want);
+        assert!(err <= tol::<T>(), "{name}: M={m}: {err:.3e}");
+        worst = worst.max(err);
+    }
+    let _ = to_elems::<T>(&[]);
+    eprintln!("{name}: M 1, 16, 33, 128: worst {worst:.2e}");
+}
+
+#[test]
+fn gpu_dense_glu() {
+    dense_glu::<f16, DenseGlu>("gpu_dense_glu");
+    dense_glu::<bf16, DenseGluInter>("gpu_dense_glu_interleaved");
+}
