@@ -15,13 +15,18 @@
 #   bash scripts/bench-h200.sh --float    # the float-weight formats and Q4_K: the same as
 #       --kernels w8a16_e4m3,mxfp4,nvfp4,mxfp8,mxfp6,q4_k --shapes 8192x8192,4096x4096 --ms 1,16,64,256,1024
 #       (--shapes, --ms or --kernels given as well override the preset's)
+#   bash scripts/bench-h200.sh --moe [--models qwen3_30b_a3b,deepseek_v3] [--ms 1,16,128,1024]
+#       # the moe_indexed W4A16 GEMM and its routing helper (.gpu/bench_moe) against humming-kernels'
+#       # indexed MoE (scripts/humming-kernels-moe-bench.py), merged into merged_moe.md; --only and
+#       # --reference-script work the same (the script must write humming_moe_bench.json)
 # --only splits the work over several calls (each call's $OUT comes back; `merge` needs both JSONs in
 # $OUT, so copy them back there first). --reference-script runs another script in place of
 # scripts/humming-kernels-bench.py; it is called the same way (python3 PATH --shapes S --ms M
 # --formats F --out DIR, with OUT=DIR in its environment) and must write DIR/humming_py_bench.json
 # in the same JSON contract (the reader is `merge` in examples/bench.rs). Results in $OUT (else
 # ./bench-out): bench.json, bench-*.svg, humming_py_bench.json, merged.md, merged.json, merged.svg and
-# the logs.
+# the logs (with --moe: bench_moe.json, humming_moe_bench.json, merged_moe.md, merged_moe.json and the
+# logs).
 #
 # The reference step runs the formats of --kernels by our names (--formats w4a16,mxfp4,...; the script
 # takes them): our W4A16 (`w4a16`) is `b: i4` (symmetric), the format of humming-kernels' "uint4"
@@ -40,8 +45,10 @@ shapes=
 ms=
 kernels=
 float=0
+moe=0
+models=
 only=all
-ref_script=scripts/humming-kernels-bench.py
+ref_script=
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -49,12 +56,24 @@ while [ $# -gt 0 ]; do
     --ms) ms="$2"; shift 2 ;;
     --kernels) kernels="$2"; shift 2 ;;
     --float) float=1; shift ;;
+    --moe) moe=1; shift ;;
+    --models) models="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --reference-script) ref_script="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "bench-h200: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if [ "$moe" = 1 ]; then
+  if [ -n "$shapes$kernels" ] || [ "$float" = 1 ]; then
+    echo "bench-h200: --moe takes --models and --ms, not --shapes, --kernels or --float" >&2; exit 2
+  fi
+  : "${ms:=1,16,128,1024}" "${models:=qwen3_30b_a3b,deepseek_v3}"
+  : "${ref_script:=scripts/humming-kernels-moe-bench.py}"
+elif [ -n "$models" ]; then
+  echo "bench-h200: --models goes with --moe" >&2; exit 2
+fi
+: "${ref_script:=scripts/humming-kernels-bench.py}"
 if [ "$float" = 1 ]; then
   : "${shapes:=8192x8192,4096x4096}" "${ms:=1,16,64,256,1024}"
   : "${kernels:=w8a16_e4m3,mxfp4,nvfp4,mxfp8,mxfp6,q4_k}"
@@ -91,6 +110,58 @@ for s in site.getsitepackages(): print("\n".join(glob.glob(s + "/nvidia/*/lib"))
   done
 fi
 
+# Installs the humming-kernels wheel of .whl/ on PYTHONPATH, else takes the one python3 imports;
+# fails (with the reason) where there is neither.
+reference_ready() {
+  if ls .whl/humming_kernels-*.whl >/dev/null 2>&1; then
+    if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/humming_kernels-*.whl; then
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    else
+      echo "installing the humming-kernels wheel failed"; return 1
+    fi
+  elif python3 -c 'import humming' >/dev/null 2>&1; then
+    echo "no .whl/humming_kernels-*.whl: using the humming-kernels that python3 already imports"
+  else
+    echo "no .whl/humming_kernels-*.whl and python3 cannot import humming: run"
+    echo "scripts/fetch-bench-wheels.sh here and carry .whl"; return 1
+  fi
+}
+
+if [ "$moe" = 1 ]; then
+  if want ours; then
+    echo "== ours: .gpu/bench_moe --models $models --ms $ms"
+    if [ -x .gpu/bench_moe ]; then
+      .gpu/bench_moe --models "$models" --ms "$ms" --out "$out" "${extra[@]}" 2>&1 | tee "$out/bench_moe.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    else
+      echo "no .gpu/bench_moe: run scripts/build-gpu-bins.sh here and carry .gpu"; rc=1
+    fi
+  fi
+  if want reference; then
+    echo "== reference: humming-kernels ($ref_script --models $models --ms $ms)"
+    if [ ! -f "$ref_script" ]; then
+      echo "no reference script $ref_script"; rc=1
+    elif reference_ready; then
+      OUT="$out" python3 "$ref_script" --models "$models" --ms "$ms" --out "$out" 2>&1 \
+        | tee "$out/humming_moe_bench.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+    else
+      rc=1
+    fi
+  fi
+  if want merge; then
+    echo "== merged: ours vs humming-kernels (MoE)"
+    if [ -f "$out/bench_moe.json" ] && [ -f "$out/humming_moe_bench.json" ]; then
+      .gpu/bench_moe --from "$out/bench_moe.json" --reference "$out/humming_moe_bench.json" --out "$out" || rc=1
+    else
+      echo "need $out/bench_moe.json and $out/humming_moe_bench.json"; rc=1
+    fi
+  fi
+  echo "bench-h200: exit $rc"
+  exit $rc
+fi
+
 if want ours; then
   echo "== ours: .gpu/bench --shapes $shapes --ms $ms --kernels $kernels"
   if [ -x .gpu/bench ]; then
@@ -109,18 +180,8 @@ elif want reference; then
   ref_ok=1
   if [ ! -f "$ref_script" ]; then
     echo "no reference script $ref_script"; ref_ok=0
-  elif ls .whl/humming_kernels-*.whl >/dev/null 2>&1; then
-    if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/humming_kernels-*.whl; then
-      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-    else
-      echo "installing the humming-kernels wheel failed"; ref_ok=0
-    fi
-  elif python3 -c 'import humming' >/dev/null 2>&1; then
-    echo "no .whl/humming_kernels-*.whl: using the humming-kernels that python3 already imports"
-  else
-    echo "no .whl/humming_kernels-*.whl and python3 cannot import humming: run"
-    echo "scripts/fetch-bench-wheels.sh here and carry .whl"; ref_ok=0
+  elif ! reference_ready; then
+    ref_ok=0
   fi
   if [ "$ref_ok" = 1 ]; then
     OUT="$out" python3 "$ref_script" --shapes "$shapes" --ms "$ms" --formats "$formats" --out "$out" 2>&1 \

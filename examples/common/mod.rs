@@ -7,6 +7,7 @@
 //! - [`device`]: rotating copies of packed weights, cuBLAS on unquantized weights;
 //! - [`bench_report`]: the benchmark's JSON, table and charts; [`bench_merge`]: its merge with
 //!   humming-kernels;
+//! - [`moe_report`]: the MoE benchmark's JSON and table, and its merge with humming-kernels;
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer from a GGUF file's vocabulary;
 //! - [`layer_sweep`]: the forward pass of a real model's layers, launched one by one and as one
 //!   CUDA graph (`smollm2`, `gemma3`);
@@ -36,6 +37,7 @@ pub mod layer_sweep;
 pub mod layer_times;
 pub mod llama_block;
 pub mod model_cli;
+pub mod moe_report;
 pub mod plot;
 pub mod table;
 pub mod timing;
