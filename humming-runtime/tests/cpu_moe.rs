@@ -160,6 +160,19 @@ fn routing_buffers_and_arguments_are_checked() {
         arg_of(reference_moe(&[], &a, 2, &ok, None).unwrap_err()),
         "experts"
     );
+    // An expert with a NaN scale is refused when built, so it never reaches the stacked upload and
+    // another expert's rows.
+    let mut scales = experts[1].scales().to_vec();
+    scales[3] = f32::NAN;
+    let nan = QuantizedWeights::from_parts(
+        &sp,
+        64,
+        64,
+        experts[1].codes().to_vec(),
+        scales,
+        experts[1].zeros().clone(),
+    );
+    assert_eq!(arg_of(nan.map(|_| ()).unwrap_err()), "scales");
     // Capacity covers the worst case: every expert one choice, padded to a whole block.
     let ids: Vec<i32> = (0..64).collect();
     assert!(route_indexed(&ids, 64, 16).slots_used <= route_capacity(64, 64, 16));
