@@ -97,6 +97,19 @@ fn run(args: &Args) -> humming::Result<()> {
         args.hidden,
         args.inter,
     );
+    let bad = |arg: &'static str, msg: String| Err(humming::Error::InvalidArgument { arg, msg });
+    if e == 0 || top_k == 0 || top_k > e {
+        return bad(
+            "top_k",
+            format!("need 1 <= top_k <= experts; found top_k = {top_k}, experts = {e}"),
+        );
+    }
+    if h == 0 || i == 0 || !h.is_multiple_of(128) || !i.is_multiple_of(128) {
+        return bad(
+            "hidden",
+            format!("H and I must be positive multiples of 128 (the group size); found {h}, {i}"),
+        );
+    }
     let slots = m * top_k;
     let mut rng = Rng(0x5EED);
     let w13 = experts(&mut rng, &GateUp::DESCRIPTOR, e, 2 * i, h)?;
@@ -106,9 +119,11 @@ fn run(args: &Args) -> humming::Result<()> {
     let mut ids = Vec::with_capacity(slots);
     let mut weights = Vec::with_capacity(slots);
     for _ in 0..m {
+        // top_k distinct experts: a random start, then steps of E / top_k (top_k <= E).
         let first = (rng.next() % e as u64) as usize;
+        let step = e / top_k;
         for j in 0..top_k {
-            ids.push(((first + j * (e / top_k).max(1)) % e) as i32);
+            ids.push(((first + j * step + j / (e / step).max(1)) % e) as i32);
             weights.push(1.0 / top_k as f32);
         }
     }

@@ -10,7 +10,8 @@
 //!   slot `t * top_k + j` reads row `t` of A and writes row `t * top_k + j` of C (`[M * top_k, N]`).
 //!   A choice outside `0..E` (-1 where expert parallelism routes the token to another rank) writes
 //!   nothing. With `top_k = 1` and rows already expanded, this is the down projection.
-//! - `moe_grouped_contiguous` (DeepGEMM): expert `e` owns rows `offsets[e]..offsets[e + 1]` of A and C.
+//! - `moe_grouped_contiguous`: expert `e` owns rows `offsets[e]..offsets[e + 1]` of A and C (DeepGEMM's
+//!   contiguous layout, given by each expert's first row instead of a per-row expert index).
 //! - `moe_grouped_masked` (DeepGEMM): A is `[E, max_m, K]`; expert `e` owns its first `counts[e]` rows.
 
 use crate::error::{Result, invalid};
@@ -32,7 +33,8 @@ pub enum MoeRows<'a> {
         /// Factor of each choice's row, or `None` for 1.
         weights: Option<&'a [f32]>,
     },
-    /// `moe_grouped_contiguous`: the first row of each expert, `[E + 1]`, non-decreasing.
+    /// `moe_grouped_contiguous`: the first row of each expert, `[E + 1]`, from 0, non-decreasing, the
+    /// last at most the rows of A (the reference refuses others; the kernel clamps them).
     Contiguous {
         /// `offsets[e]..offsets[e + 1]` are expert `e`'s rows.
         offsets: &'a [i32],
@@ -129,8 +131,9 @@ impl MoeRows<'_> {
     }
 }
 
-/// The f64 reference of a MoE launch: C's rows (`[rows, N]`, or `[rows, N / 2]` with a gated
-/// epilogue), and which of them the layout writes. Rows it does not write are 0 here; the kernel
+/// The f64 reference of a MoE launch: C (`tokens * top_k` rows for `moe_indexed`, as many rows as A
+/// for the grouped layouts; N columns, or N / 2 with a gated epilogue), and which rows the layout
+/// writes. Rows it does not write are 0 here; the kernel
 /// leaves them untouched.
 #[derive(Clone, Debug)]
 pub struct MoeReference {
@@ -142,7 +145,9 @@ pub struct MoeReference {
     pub columns: usize,
 }
 
-/// The MoE GEMM in f64: row `r` of C is `epilogue(A[src] · W_e[N, K]ᵀ + bias_e) · w_r` for the expert
+/// The MoE GEMM in f64 (exact: nothing is rounded to C's dtype; a chain of launches rounds between
+/// them, see `examples/moe_block.rs`; it keeps an f64 copy of each touched expert: for test-sized
+/// problems): row `r` of C is `epilogue(A[src] · W_e[N, K]ᵀ + bias_e) · w_r` for the expert
 /// `e` and row `src` of A that `rows` give it (`w_r`: the router's weight of an indexed slot, else 1).
 ///
 /// - `experts`: the weights of every expert, one spec (a MoE layout), one shape.

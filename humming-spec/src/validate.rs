@@ -508,8 +508,9 @@ impl TileSpans {
 
 /// What this version of the code generator can emit: f16/bf16 activations; integer weights of 1..=8
 /// bits and float weights `eXmY` (every one the model admits); every scale kind and dtype the model
-/// admits, with a secondary scale; zero points with scales of A's dtype on integer codes; dense
-/// layout, sm_80 and newer, tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48
+/// admits, with a secondary scale; zero points with scales of A's dtype on integer codes; the dense
+/// and MoE layouts and the SiLU-GLU epilogues (the latter two on `mma.sync` tiles, the GLU without a
+/// bias); sm_80 and newer, tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48
 /// or 64) and, for sm_90a, of the `wgmma` kernel (see `check_wgmma_tile`).
 pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     if !spec.a.is_16bit_float() {
@@ -565,19 +566,16 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         if t.mma == Mma::Wgmma && !crate::tiles::wgmma_allowed(spec) {
             let why = if spec.layout.is_moe() {
                 format!(
-                    "the `{}` layout gathers rows of A with cp.async",
+                    "the `{}` layout reads the rows of A with cp.async, and `mma = wgmma` tiles read A by TMA",
                     spec.layout.name()
                 )
             } else {
                 format!(
-                    "the `{}` epilogue pairs channels of one thread's accumulators",
+                    "the `{}` epilogue pairs channels of one thread's accumulators, which `mma = wgmma` tiles do not hold together",
                     spec.epilogue.name()
                 )
             };
-            errs.push(
-                span.mma,
-                format!("{why}, which `mma = wgmma` tiles do not do: use `mma.sync` tiles"),
-            );
+            errs.push(span.mma, format!("{why}: use `mma.sync` tiles"));
             continue;
         }
         if t.mma == Mma::Wgmma {

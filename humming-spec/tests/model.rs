@@ -173,7 +173,7 @@ fn validation_rules() {
         ),
         (
             "a: f16, b: u4, layout: moe_indexed, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
-            "gathers rows of A with cp.async",
+            "reads the rows of A with cp.async",
         ),
         (
             "a: f16, b: u4, epilogue: silu_glu, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",

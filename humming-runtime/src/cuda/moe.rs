@@ -19,8 +19,10 @@ use humming_spec::{Layout, Mma};
 
 /// The `moe_indexed` routing of one batch on the GPU, filled by [`Launcher::route_into`] from the
 /// router's choices and read by [`Launcher::run_indexed`]: each expert's slots in blocks of
-/// `block_m`, the expert of each block, the slots in use. Its buffers keep their addresses, so a
-/// routing and the launches that read it can be captured in a CUDA graph and replayed on new choices.
+/// `block_m`, the expert of each block, the slots in use. Tokens, top_k, experts and block M are
+/// fixed when [`Launcher::route`] creates it (one `Routing` per batch size); its buffers keep their
+/// addresses, so `route_into` and the launches that read it can be captured in a CUDA graph and
+/// replayed on new choices.
 pub struct Routing {
     sorted_ids: CudaSlice<i32>,
     expert_ids: CudaSlice<i32>,
@@ -134,7 +136,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     /// Allocates the routing of `tokens` x `top_k` choices over `experts` (block M from
     /// [`Launcher::moe_block_m`]) and fills it from `topk_ids` ([`Launcher::route_into`]).
     ///
-    /// Errors: a kernel of another layout, `experts` of 0 or above 1024 (or more than the GPU's shared memory holds: about 1000 on sm_80), sizes of 2^31 or more, a
+    /// Errors: a kernel of another layout, `experts` of 0 or above 1024, sizes of 2^31 or more, a
     /// `topk_ids` of another length than `tokens * top_k`; the allocation or the launch failing.
     pub fn route(
         &self,
@@ -180,6 +182,9 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         Ok(routing)
     }
 
+    /// (The helper keeps 132 bytes of shared memory per expert: on GPUs with 99 KiB per block,
+    /// sm_86 and sm_89, more than about 760 experts fail at launch, a [`Error::Driver`].)
+    ///
     /// Fills `routing` from the router's choices `topk_ids` (`[tokens, top_k]`, int32; ids outside
     /// `0..experts` take no slot) with the routing helper: one CTA, deterministic, queued on the stream.
     pub fn route_into(&self, topk_ids: &CudaSlice<i32>, routing: &mut Routing) -> Result<()> {
@@ -235,7 +240,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     ///
     /// Errors ([`Error::InvalidArgument`] naming the argument): a kernel of another layout; weights
     /// of another number of experts than the routing; a routing whose block M is not a tile of this
-    /// kernel; `a`, `c`, `bias` (`[E, N]`) or `row_weights` of the wrong length; misaligned A or C.
+    /// kernel; `a`, `c`, `bias` (`[E, N]`) or `row_weights` of the wrong length; misaligned A or C;
+    /// more than 65535 row tiles of block M in one launch.
     pub fn run_indexed<Ab, Cb>(
         &self,
         a: &Ab,
@@ -364,7 +370,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     /// device, clamped to `0..=max_m` by the kernel); the other rows are not written. Block M from
     /// `expected_m`, the rows an expert gets on average.
     ///
-    /// Errors as [`Launcher::run_indexed`], and `counts` of another length than E.
+    /// Errors as [`Launcher::run_indexed`], `counts` of another length than E, and E * max_m of 2^31
+    /// or more.
     #[allow(clippy::too_many_arguments)]
     pub fn run_masked<Ab, Cb>(
         &self,
@@ -598,7 +605,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     /// The sum of each token's rows of an indexed GEMM's output: `out[t, :] = Σ_j w[t, j] ·
     /// y[t * top_k + j, :]` over the choices `j` with an expert in `0..experts`, in `j` order, in f32,
     /// rounded once to C's dtype (`weights`: the router's `[tokens, top_k]` f32 weights, or `None` for
-    /// 1). `y`: `[tokens * top_k, n]`; `out`: `[tokens, n]`; `n` a multiple of 8.
+    /// 1); a token with no valid choice gets a row of zeros. `y`: `[tokens * top_k, n]`; `out`:
+    /// `[tokens, n]`; `n` a multiple of 8; `y` and `out` 16-byte aligned; at most 65535 tokens.
     #[allow(clippy::too_many_arguments)]
     pub fn combine<Yb, Ob>(
         &self,
@@ -769,7 +777,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             .run_masked(a, max_m, counts, expected_m, w, bias, c)
     }
 
-    /// [`Launcher::combine`] with the `Gemm`'s settings.
+    /// [`Launcher::combine`] with the `Gemm`'s settings; `shape` is `(tokens, top_k, experts)`.
     pub fn combine<Yb, Ob>(
         &self,
         y: &Yb,
