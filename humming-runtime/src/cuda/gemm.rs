@@ -132,6 +132,34 @@ impl DeviceWeights {
     pub fn spec(&self) -> &KernelSpec {
         &self.spec
     }
+
+    /// The device addresses of the packed weights, scale grid, zero points and channel factors (0
+    /// for each it lacks), with the guards that record their use on `stream`.
+    pub(super) fn ptrs<'a>(&'a self, stream: &'a CudaStream) -> WeightPtrs<'a> {
+        let (b, rb) = self.b.device_ptr(stream);
+        let (scales, rs) = optional_ptr(self.scales.as_ref(), stream);
+        let (zeros, rz) = optional_ptr(self.zeros.as_ref(), stream);
+        let (channel, rc) = optional_ptr(self.channel.as_ref(), stream);
+        WeightPtrs {
+            b,
+            scales,
+            zeros,
+            channel,
+            _guards: (rb, [rs, rz, rc]),
+        }
+    }
+}
+
+/// [`DeviceWeights::ptrs`]: the fields of `GemmParams` that point at the weights.
+pub(super) struct WeightPtrs<'a> {
+    pub(super) b: u64,
+    pub(super) scales: u64,
+    pub(super) zeros: u64,
+    pub(super) channel: u64,
+    _guards: (
+        cudarc::driver::SyncOnDrop<'a>,
+        [Option<cudarc::driver::SyncOnDrop<'a>>; 3],
+    ),
 }
 
 /// A device copy of `host`, or `None` when it is empty (the kernel then gets a null pointer).
@@ -148,7 +176,7 @@ fn upload_nonempty<T: cudarc::driver::DeviceRepr>(
 
 /// The device address of an optional buffer (0 for none) and the guard that records its use.
 pub(super) fn optional_ptr<'a, T>(
-    buf: &'a Option<CudaSlice<T>>,
+    buf: Option<&'a CudaSlice<T>>,
     stream: &'a CudaStream,
 ) -> (u64, Option<cudarc::driver::SyncOnDrop<'a>>) {
     match buf {
@@ -717,17 +745,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         }
         let plan = self.plan(m, n, k);
         let t = &g.tiles[plan.tile_index];
-        let (b_ptr, _rb) = w.b.device_ptr(stream);
-        let (s_ptr, _rs) = optional_ptr(&w.scales, stream);
-        let (z_ptr, _rz) = optional_ptr(&w.zeros, stream);
-        let (ch_ptr, _rch) = optional_ptr(&w.channel, stream);
-        let (bias_ptr, _rbias) = match bias {
-            Some(b) => {
-                let (p, r) = b.device_ptr(stream);
-                (p, Some(r))
-            }
-            None => (0, None),
-        };
+        let wp = w.ptrs(stream);
+        let (bias_ptr, _rbias) = optional_ptr(bias, stream);
         let (ws_ptr, tickets_ptr) = g.workspace_ptrs(&plan)?;
         let tile = plan.tile;
         // grid.y is limited to 65535: launch in chunks of rows (stream-K launches have one chunk).
@@ -756,10 +775,10 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             let params = GemmParams {
                 a_map,
                 a: a_rows,
-                b: b_ptr,
-                scales: s_ptr,
-                zeros: z_ptr,
-                channel: ch_ptr,
+                b: wp.b,
+                scales: wp.scales,
+                zeros: wp.zeros,
+                channel: wp.channel,
                 bias: bias_ptr,
                 c: c_ptr + (row * ldc * 2) as u64,
                 workspace: ws_ptr,

@@ -282,13 +282,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let (route, _r0) = routing.sorted_ids.device_ptr(s);
         let (expert_ids, _r1) = routing.expert_ids.device_ptr(s);
         let (route_slots, _r2) = routing.slots_used.device_ptr(s);
-        let (rw_ptr, _r3) = match row_weights {
-            Some(rw) => {
-                let (p, r) = rw.device_ptr(s);
-                (p, Some(r))
-            }
-            None => (0, None),
-        };
+        let (rw_ptr, _r3) = optional_ptr(row_weights, s);
         let bm = routing.block_m;
         self.launch_moe(
             a,
@@ -535,17 +529,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             return Ok(());
         }
         let t = &g.tiles[plan.tile_index];
-        let (b_ptr, _rb) = w.b.device_ptr(s);
-        let (s_ptr, _rs) = optional_ptr(&w.scales, s);
-        let (z_ptr, _rz) = optional_ptr(&w.zeros, s);
-        let (ch_ptr, _rch) = optional_ptr(&w.channel, s);
-        let (bias_ptr, _rbias) = match bias {
-            Some(b) => {
-                let (p, r) = b.device_ptr(s);
-                (p, Some(r))
-            }
-            None => (0, None),
-        };
+        let wp = w.ptrs(s);
+        let (bias_ptr, _rbias) = optional_ptr(bias, s);
         let (ws_ptr, tickets_ptr) = g.workspace_ptrs(&plan)?;
         debug_assert!(matches!(
             plan.reduction,
@@ -553,10 +538,10 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         ));
         let params = GemmParams {
             a: a_ptr,
-            b: b_ptr,
-            scales: s_ptr,
-            zeros: z_ptr,
-            channel: ch_ptr,
+            b: wp.b,
+            scales: wp.scales,
+            zeros: wp.zeros,
+            channel: wp.channel,
             bias: bias_ptr,
             c: c_ptr,
             workspace: ws_ptr,
@@ -667,13 +652,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let s = &g.stream;
         let (y_ptr, _r0) = y.device_ptr(s);
         let (ids_ptr, _r1) = topk_ids.device_ptr(s);
-        let (w_ptr, _r2) = match weights {
-            Some(w) => {
-                let (p, r) = w.device_ptr(s);
-                (p, Some(r))
-            }
-            None => (0, None),
-        };
+        let (w_ptr, _r2) = optional_ptr(weights, s);
         let (out_ptr, _r3) = out.device_ptr_mut(s);
         if !y_ptr.is_multiple_of(16) || !out_ptr.is_multiple_of(16) {
             return Err(invalid("y", "y and out must start 16-byte aligned"));
