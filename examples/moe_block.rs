@@ -17,6 +17,9 @@ use humming::quant::QuantizedWeights;
 use humming::{cuda, reference};
 use std::process::ExitCode;
 
+mod common;
+use common::host::Rng;
+
 humming::gemm! {
     /// The experts' gate-up projection `[2 I, H]` (gates, then up projections: vLLM's `w13`), W4A16
     /// with group-128 scales; C is `silu(gate) · up`, `[slots, I]`.
@@ -46,21 +49,6 @@ struct Args {
     /// Intermediate size I of each expert (a multiple of 128).
     #[arg(long, default_value_t = 512)]
     inter: usize,
-}
-
-/// splitmix64: reproducible inputs.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
 }
 
 fn experts(
@@ -111,7 +99,7 @@ fn run(args: &Args) -> humming::Result<()> {
         );
     }
     let slots = m * top_k;
-    let mut rng = Rng(0x5EED);
+    let mut rng = Rng::new(0x5EED);
     let w13 = experts(&mut rng, &GateUp::DESCRIPTOR, e, 2 * i, h)?;
     let w2 = experts(&mut rng, &Down::DESCRIPTOR, e, h, i)?;
     let x: Vec<f16> = (0..m * h).map(|_| f16::from_f32(rng.uniform())).collect();
@@ -120,7 +108,7 @@ fn run(args: &Args) -> humming::Result<()> {
     let mut weights = Vec::with_capacity(slots);
     for _ in 0..m {
         // top_k distinct experts: a random start, then steps of E / top_k (top_k <= E).
-        let first = (rng.next() % e as u64) as usize;
+        let first = (rng.next_u64() % e as u64) as usize;
         let step = e / top_k;
         for j in 0..top_k {
             ids.push(((first + j * step + j / (e / step).max(1)) % e) as i32);

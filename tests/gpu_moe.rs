@@ -22,11 +22,15 @@
 
 use half::{bf16, f16};
 use humming::cuda::{self, Gemm};
-use humming::moe::{MoeRows, reference_moe, route_indexed};
+use humming::moe::{MoeReference, MoeRows, reference_moe, route_indexed};
 use humming::quant::QuantizedWeights;
 use humming::{Element, reference, spec::KernelSpec};
-use std::io::Write;
 use std::sync::Arc;
+
+// The seeded generator, the GPU or a printed skip, the poison and guard of the runtime's GPU tests.
+#[path = "../humming-runtime/tests/gpu_common/mod.rs"]
+mod gpu_common;
+use gpu_common::{GUARD, POISON, Rng, gpu_or_skip, quick, seed};
 
 type Stream = Arc<cudarc::driver::CudaStream>;
 
@@ -55,47 +59,6 @@ humming::gemm! {
     /// The dense SiLU-GLU epilogue, halves and interleaved.
     pub kernel DenseGlu { a: f16, b: u4, scale: group(128), epilogue: silu_glu, arch: [sm_90a] }
     pub kernel DenseGluInter { a: bf16, b: i4, scale: group(64), epilogue: silu_glu_interleaved, arch: [sm_90a] }
-}
-
-const POISON: u16 = 0x7FFF; // NaN in f16 and bf16
-const GUARD: usize = 64;
-
-#[derive(Clone)]
-struct Rng(u64);
-impl Rng {
-    fn new() -> Self {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
-        Rng(t ^ 0x5DEE_CE66_D1CE_4E5B)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn gpu_or_skip(name: &str) -> Option<Stream> {
-    match cuda::default_stream(0) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "skipped: {name} (no GPU: {e})");
-            None
-        }
-    }
-}
-
-fn quick() -> bool {
-    std::env::var("HUMMING_GPU_QUICK").is_ok_and(|v| v == "1")
 }
 
 /// How the router spreads the choices.
@@ -185,7 +148,7 @@ fn poisoned<T: Element>(s: &Stream, len: usize) -> cudarc::driver::CudaSlice<T> 
 
 /// Checks C against the reference: written rows finite and close (relative error of the whole set
 /// of written rows), other rows and the guard still poison. Returns the relative error.
-fn check_rows<T: Element>(what: &str, got: &[T], want: &reference_moe_out::Out) -> f64 {
+fn check_rows<T: Element>(what: &str, got: &[T], want: &MoeReference) -> f64 {
     let nc = want.columns;
     let (mut g, mut w) = (Vec::new(), Vec::new());
     for (r, &written) in want.written.iter().enumerate() {
@@ -218,14 +181,6 @@ fn check_rows<T: Element>(what: &str, got: &[T], want: &reference_moe_out::Out) 
     err
 }
 
-mod reference_moe_out {
-    pub use humming::moe::MoeReference as Out;
-}
-
-fn to_elems<T: Element>(v: &[f32]) -> Vec<T> {
-    v.iter().map(|&x| T::from_f32(x)).collect()
-}
-
 fn random_a<T: Element>(rng: &mut Rng, rows: usize, k: usize) -> (Vec<T>, Vec<f64>) {
     let a: Vec<T> = (0..rows * k).map(|_| T::from_f32(rng.uniform())).collect();
     let f = a.iter().map(|v| v.to_f64()).collect();
@@ -249,7 +204,7 @@ fn gpu_moe_route_matches_host() {
     let name = "gpu_moe_route_matches_host";
     let Some(s) = gpu_or_skip(name) else { return };
     let gemm = Gemm::load::<IdxU4>(&s).expect("load");
-    let mut rng = Rng::new();
+    let mut rng = Rng::new(seed());
     let mut cases = 0;
     for &e in &EXPERTS {
         for &top_k in &TOP_KS {
@@ -330,7 +285,7 @@ fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
 fn indexed_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str, n: usize, k: usize) {
     let Some(s) = gpu_or_skip(name) else { return };
     let gemm = Gemm::load::<K>(&s).expect("load");
-    let mut rng = Rng::new();
+    let mut rng = Rng::new(seed());
     let (mut worst, mut cases) = (0f64, 0);
     for &e in &EXPERTS {
         // Few distinct experts' weights: the kernel reads each expert's own copy all the same.
@@ -409,7 +364,7 @@ fn grouped_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(
     let gemm = Gemm::load::<K>(&s).expect("load");
     let sp = K::DESCRIPTOR;
     let nc = humming::spec::layout::c_columns(sp.epilogue, n);
-    let mut rng = Rng::new();
+    let mut rng = Rng::new(seed());
     let (mut worst, mut cases) = (0f64, 0);
     for &e in &EXPERTS {
         let distinct = experts_for(&mut rng, &sp, e.min(8), n, k);
@@ -505,7 +460,7 @@ fn gpu_moe_rows_isolated() {
     let name = "gpu_moe_rows_isolated";
     let Some(s) = gpu_or_skip(name) else { return };
     let gemm = Gemm::load::<IdxU4>(&s).expect("load");
-    let mut rng = Rng::new();
+    let mut rng = Rng::new(seed());
     let (e, n, k, tokens, top_k) = (8, 128, 256, 64, 2);
     let experts = experts_for(&mut rng, &IdxU4::DESCRIPTOR, e, n, k);
     let dw = gemm.upload_experts(&experts).expect("upload");
@@ -552,7 +507,7 @@ fn gpu_moe_block() {
     unsafe { s.context().disable_event_tracking() };
     let up = Gemm::load::<IdxGlu>(&s).expect("load gate-up");
     let down = Gemm::load::<IdxU4>(&s).expect("load down");
-    let mut rng = Rng::new();
+    let mut rng = Rng::new(seed());
     let (e, top_k, tokens, hidden, inter) = (16, 4, 48, 256, 128);
     let w13 = experts_for(&mut rng, &IdxGlu::DESCRIPTOR, e, 2 * inter, hidden);
     let w2 = experts_for(&mut rng, &IdxU4::DESCRIPTOR, e, hidden, inter);
@@ -716,7 +671,7 @@ fn gpu_moe_block() {
 fn dense_glu<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str) {
     let Some(s) = gpu_or_skip(name) else { return };
     let gemm = Gemm::load::<K>(&s).expect("load");
-    let mut rng = Rng::new();
+    let mut rng = Rng::new(seed());
     let (n, k) = (512, 384);
     let w = QuantizedWeights::quantize(&K::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
         .expect("quantize");
@@ -742,7 +697,6 @@ fn dense_glu<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str) {
         assert!(err <= tol::<T>(), "{name}: M={m}: {err:.3e}");
         worst = worst.max(err);
     }
-    let _ = to_elems::<T>(&[]);
     eprintln!("{name}: M 1, 16, 33, 128: worst {worst:.2e}");
 }
 
@@ -762,7 +716,7 @@ fn gpu_moe_grouped_graph() {
     unsafe { s.context().disable_event_tracking() };
     let cont = Gemm::load::<ContI8>(&s).expect("load contiguous");
     let mask = Gemm::load::<MaskNvfp4>(&s).expect("load masked");
-    let mut rng = Rng::new();
+    let mut rng = Rng::new(seed());
     let (e, n, k, rows, max_m) = (16, 128, 256, 200, 24);
     let wc = experts_for(&mut rng, &ContI8::DESCRIPTOR, e, n, k);
     let wm = experts_for(&mut rng, &MaskNvfp4::DESCRIPTOR, e, n, k);

@@ -120,6 +120,31 @@ pub fn find_reference<'a>(
     })
 }
 
+/// Writes a merged table into `out`: `<stem>.md`, and `<stem>.json` with both runs' copy bandwidth
+/// (ours, the reference's), the device and the rows. Returns the markdown file's path.
+pub fn write_merged<R: serde::Serialize>(
+    out: &Path,
+    stem: &str,
+    md: &str,
+    (ours_bw, py_bw): (f64, Option<f64>),
+    device: &DeviceInfo,
+    rows: &[R],
+) -> Res<std::path::PathBuf> {
+    std::fs::create_dir_all(out)?;
+    let md_path = out.join(format!("{stem}.md"));
+    std::fs::write(&md_path, md)?;
+    write_json(
+        &out.join(format!("{stem}.json")),
+        &serde_json::json!({
+            "ours_copy_bw_tbs": ours_bw,
+            "reference_copy_bw_tbs": py_bw,
+            "device": device,
+            "rows": rows,
+        }),
+    )?;
+    Ok(md_path)
+}
+
 /// Merges `report` with the reference JSON at `reference` into `merged.md`, `merged.json` and
 /// (with `with_plot`) `merged.svg` in `out`, and prints the markdown.
 pub fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> Res<()> {
@@ -366,17 +391,13 @@ pub fn merge(report: &Report, reference: &Path, out: &Path, with_plot: bool) -> 
             "\nNo f16 kernel in our results: humming-kernels runs fp16 only."
         )?;
     }
-    std::fs::create_dir_all(out)?;
-    let md_path = out.join("merged.md");
-    std::fs::write(&md_path, &md)?;
-    write_json(
-        &out.join("merged.json"),
-        &serde_json::json!({
-            "ours_copy_bw_tbs": report.copy_bw_tbs,
-            "reference_copy_bw_tbs": py_bw,
-            "device": report.device,
-            "rows": merged,
-        }),
+    let md_path = write_merged(
+        out,
+        "merged",
+        &md,
+        (report.copy_bw_tbs, py_bw),
+        &report.device,
+        &merged,
     )?;
     if with_plot && !merged.is_empty() {
         // One panel per kernel and shape: ours, humming-kernels, cuBLAS and the floor against M.

@@ -3,8 +3,8 @@
 //! `merged_moe.md` and `merged_moe.json`. The field names are a contract with those scripts and
 //! `scripts/bench-h200.sh --moe`.
 
-use super::bench_merge::geomean_and_wins;
-use super::bench_report::{DeviceInfo, Stats, write_json};
+use super::bench_merge::{geomean_and_wins, write_merged};
+use super::bench_report::{DeviceInfo, Stats};
 use super::table::{Col, Table, opt};
 use super::timing::Res;
 use serde::{Deserialize, Serialize};
@@ -315,17 +315,13 @@ pub fn merge_moe(report: &MoeReport, reference: &Path, out: &Path) -> Res<()> {
             )?;
         }
     }
-    std::fs::create_dir_all(out)?;
-    let md_path = out.join("merged_moe.md");
-    std::fs::write(&md_path, &md)?;
-    write_json(
-        &out.join("merged_moe.json"),
-        &serde_json::json!({
-            "ours_copy_bw_tbs": report.copy_bw_tbs,
-            "reference_copy_bw_tbs": py_bw,
-            "device": report.device,
-            "rows": merged,
-        }),
+    let md_path = write_merged(
+        out,
+        "merged_moe",
+        &md,
+        (report.copy_bw_tbs, py_bw),
+        &report.device,
+        &merged,
     )?;
     println!("\n{md}");
     println!("wrote {}", md_path.display());

@@ -7,22 +7,11 @@ use humming_runtime::reference::reference_gemm;
 use humming_runtime::spec::{self, KernelSpec};
 use humming_runtime::{Error, PackedWeights};
 
+mod gpu_common;
+use gpu_common::Rng;
+
 fn parse(fields: &str) -> KernelSpec {
     spec::parse_kernel_str(fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
 }
 
 fn weights(rng: &mut Rng, sp: &KernelSpec, n: usize, k: usize) -> QuantizedWeights {
@@ -55,7 +44,7 @@ fn arg_of(e: Error) -> &'static str {
 
 #[test]
 fn every_layout_row_is_its_experts_dense_product() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let (n, k, e) = (128, 128, 4);
     for (layout, epi) in [
         ("moe_indexed", "silu_glu"),
@@ -114,7 +103,7 @@ fn every_layout_row_is_its_experts_dense_product() {
 
 #[test]
 fn routing_buffers_and_arguments_are_checked() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let sp = parse("a: f16, b: u4, scale: group(64), layout: moe_indexed");
     let experts: Vec<QuantizedWeights> = (0..2).map(|_| weights(&mut rng, &sp, 64, 64)).collect();
     let a = vec![0.5f64; 2 * 64];
@@ -180,7 +169,7 @@ fn routing_buffers_and_arguments_are_checked() {
 
 #[test]
 fn gated_weights_pack_in_kernel_order_and_unpack_back() {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     for epi in ["silu_glu", "silu_glu_interleaved"] {
         let sp = parse(&format!(
             "a: f16, b: u4, scale: group(64), zero_point: int, epilogue: {epi}"
