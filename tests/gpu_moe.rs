@@ -237,6 +237,7 @@ fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
     top_k: usize,
     how: Routing,
     with_weights: bool,
+    (options, block_m): (cuda::LaunchOptions, usize),
 ) -> f64 {
     let (e, n, k) = (experts.len(), experts[0].n(), experts[0].k());
     let sp = K::DESCRIPTOR;
@@ -248,12 +249,17 @@ fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
         .map(|_| 0.5 + 0.5 * rng.uniform().abs())
         .collect();
     let d_ids = s.clone_htod(&ids).expect("ids");
-    let routing = gemm.route(&d_ids, tokens, top_k, e).expect("route");
+    let l = gemm.with(options);
+    let routing = match block_m {
+        0 => l.route(&d_ids, tokens, top_k, e),
+        b => l.route_with_block_m(&d_ids, tokens, top_k, e, b),
+    }
+    .expect("route");
     let d_a = s.clone_htod(&a).expect("a");
     let d_bias = sp.bias.then(|| s.clone_htod(&bias).expect("bias"));
     let d_rw = s.clone_htod(&rw).expect("row weights");
     let mut c = poisoned::<T>(s, tokens * top_k * nc);
-    gemm.run_indexed(
+    l.run_indexed(
         &d_a,
         &routing,
         dw,
@@ -276,7 +282,12 @@ fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
     )
     .expect("reference");
     check_rows(
-        &format!("{} E={e} top_k={top_k} tokens={tokens} {how:?}", K::NAME),
+        &format!(
+            "{} E={e} top_k={top_k} tokens={tokens} {how:?} block_m={} {:?}",
+            K::NAME,
+            routing.block_m(),
+            options.split_k
+        ),
         &got,
         &want,
     )
@@ -310,6 +321,53 @@ fn indexed_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str, n
                     top_k,
                     how,
                     top_k == 1,
+                    (gemm.options(), 0),
+                );
+                worst = worst.max(err);
+                cases += 1;
+            }
+        }
+    }
+    eprintln!("{name}: {cases} cases, worst relative error {worst:.2e}");
+}
+
+/// Every tile of an indexed kernel (block M forced), each with the runtime's K splits and with 3
+/// (the split-K workspace tails of the `mma.sync` and `wgmma` tiles, whose epilogues differ).
+#[test]
+fn gpu_moe_indexed_every_tile() {
+    let name = "gpu_moe_indexed_every_tile";
+    let Some(s) = gpu_or_skip(name) else { return };
+    let gemm = Gemm::load::<IdxU4>(&s).expect("load");
+    let mut rng = Rng::new(seed());
+    let (n, k, e) = (256, 768, 8);
+    let experts = experts_for(&mut rng, &IdxU4::DESCRIPTOR, e, n, k);
+    let dw = gemm.upload_experts(&experts).expect("upload");
+    let (mut worst, mut cases) = (0f64, 0);
+    for t in gemm.tiles() {
+        for split_k in [
+            cuda::SplitK::Auto,
+            cuda::SplitK::Fixed(3.try_into().unwrap()),
+        ] {
+            let options = cuda::LaunchOptions {
+                split_k,
+                ..gemm.options()
+            };
+            for (tokens, how) in [
+                (5, Routing::Uniform),
+                (300, Routing::Invalid),
+                (200, Routing::Hot),
+            ] {
+                let err = indexed_case::<f16, IdxU4>(
+                    &s,
+                    &gemm,
+                    &experts,
+                    &dw,
+                    &mut rng,
+                    tokens,
+                    2,
+                    how,
+                    true,
+                    (options, t.tile.block_m as usize),
                 );
                 worst = worst.max(err);
                 cases += 1;

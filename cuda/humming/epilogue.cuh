@@ -191,7 +191,7 @@ struct Epilogue {
     } else {
       K::sync_compute();
     }
-    const int rows = min(Tl::BM, p.m - w.m0);
+    const int rows = min(Tl::BM, R::kMoe ? w.rows.rows : p.m - w.m0);
     constexpr int kChunks = Tl::BN / 8;  // 8 channels each
     const bool vec16 = (p.ldc % 8) == 0 && (reinterpret_cast<unsigned long long>(p.c) & 15) == 0;
     const u32 base = smem_addr(smem);
@@ -200,7 +200,8 @@ struct Epilogue {
     for (int it = threadIdx.x; it < my_rows * kChunks; it += K::kThreads) {
       const int r = rank + (it / kChunks) * ranks;
       const int col = (it % kChunks) * 8;
-      if (w.n0 + col >= p.n) continue;  // N is a multiple of 64: a chunk is all in or all out
+      const int row = R::write_row(p, w.rows, r);
+      if (row < 0 || w.n0 + col >= p.n) continue;  // N is a multiple of 64: a chunk is all in or all out
       const u32 at = base + 4 * (r * kStageLd + col);
       float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if (ranks == 1) {
@@ -211,9 +212,10 @@ struct Epilogue {
         sum_cluster(v, at, ranks);
       }
       u32 out[4];
+      const float rf = row_factor(p, row);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, w.n0 + col + 2 * q);
-      const long long at_c = (static_cast<long long>(w.m0 + r) * p.ldc + w.n0 + col) >> 1;
+      for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, w.n0 + col + 2 * q, rf);
+      const long long at_c = (static_cast<long long>(row) * p.ldc + w.n0 + col) >> 1;
       if constexpr (kRed) {
         if (vec16) {
           red_add_f16x8(c + at_c, out[0], out[1], out[2], out[3]);

@@ -110,7 +110,9 @@ struct KernelTraits {
   // glu_source); C holds N / 2 columns. Each thread holds both halves of its outputs (channels c and c + 8).
   static constexpr bool kGlu = Q::kEpilogue == EpilogueKind::kSiluGlu;
   static_assert(!kGlu || !kWgmma, "the SiLU-GLU epilogue runs on mma.sync tiles");
-  static_assert(!R_::kMoe || !kWgmma, "the MoE layouts gather rows of A with cp.async: mma.sync tiles");
+  // The MoE layouts gather the rows of A with cp.async (no TMA box holds them): a wgmma tile of theirs
+  // has no producer warpgroup, and its stages are handed over by CTA barriers (kAhead below).
+  static_assert(!R_::kMoe || !kProducer, "MoE wgmma tiles gather A with cp.async: no producer warpgroup");
 
   using Acc = float[kMTiles][kAccN][4];
 

@@ -333,12 +333,16 @@ pub fn expected_row_tiles(rows: usize, experts: usize, block_m: usize) -> usize 
     (touched_experts(rows, experts) * (per / block_m.max(1) as f64).ceil()).ceil() as usize
 }
 
-/// The block M of a MoE launch: the smallest of `block_ms` (the kernel's `mma.sync` tiles) that holds
-/// the rows an expert gets on average, `rows` spread over `experts` (over those that get any: with
-/// few rows, each touched expert gets about one); the largest where none does.
+/// The block M of a MoE launch: the smallest of `block_ms` (the kernel's tiles) that holds the rows
+/// an expert gets on average, `rows` spread over `experts` (over those that get any: with few rows,
+/// each touched expert gets about one), and above 16 rows half as many again (an expert with more
+/// rows than its tile takes a second tile, which reads its weights again); the largest where none
+/// does. (PERFORMANCE.md has the measurements behind the rule.)
 pub fn moe_block_m(block_ms: &[usize], rows: usize, experts: usize) -> Option<usize> {
-    // (Less a hair: an exact mean of 32 rows takes the 32-row tile.)
-    let per = (rows as f64 / touched_experts(rows, experts) - 1e-6).ceil() as usize;
+    let mean = rows as f64 / touched_experts(rows, experts);
+    let per = if mean > 16.0 { mean * 1.5 } else { mean };
+    // (Less a sixteenth: a mean of 8 over all but a few thousandths of the experts, 8.003, is 8.)
+    let per = (per - 0.0625).ceil() as usize;
     let mut sorted: Vec<usize> = block_ms.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
@@ -370,8 +374,10 @@ mod tests {
         let tiles = [8, 16, 32, 64];
         assert_eq!(moe_block_m(&tiles, 8, 128), Some(8));
         assert_eq!(moe_block_m(&tiles, 1024 * 8, 128), Some(64));
-        assert_eq!(moe_block_m(&tiles, 1024 * 8, 256), Some(32));
-        assert_eq!(moe_block_m(&tiles, 128 * 8, 128), Some(16));
+        assert_eq!(moe_block_m(&tiles, 1024 * 8, 256), Some(64));
+        assert_eq!(moe_block_m(&tiles, 160, 8), Some(32));
+        assert_eq!(moe_block_m(&tiles, 128 * 8, 128), Some(8));
+        assert_eq!(moe_block_m(&tiles, 128 * 9, 128), Some(16));
         assert_eq!(moe_block_m(&tiles, 100_000, 8), Some(64));
         assert_eq!(moe_block_m(&[], 8, 8), None);
     }

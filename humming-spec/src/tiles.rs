@@ -54,24 +54,71 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     tiles
 }
 
-/// Whether a kernel may have `wgmma` tiles: the dense layout without a gated epilogue. The MoE
-/// layouts gather the rows of A with cp.async (a `wgmma` tile reads A by TMA), and the SiLU-GLU
-/// epilogue pairs channels c and c + 8 of one thread's accumulators, which the `wgmma` tiles' staged
-/// epilogue does not hold together.
+/// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and
+/// a short K per tile, so its tiles run two to four CTAs per SM, which hide each other's pipeline
+/// fill, barriers and epilogue:
+///
+/// - `mma.sync` (8, 128, 256) of one CTA per SM, for launches of fewer CTAs than SMs; (8, 128, 128)
+///   for four CTAs per SM and (16, 128, 128) for three; (32, 128, 128) and (64, 128, 128) where
+///   there is no `wgmma`.
+/// - `wgmma` (sm_90a) (32, 256, 64) for three CTAs per SM and (64, 256, 64) for two: 256 channels,
+///   so that the rows of A are read by half as many CTAs. They gather the rows of A with cp.async
+///   (no TMA box holds them), so they have no producer warpgroup.
+pub fn moe_default_tiles(archs: ArchSet) -> Vec<TileConfig> {
+    let t = |bm: u16, bk: u16, wn: u16, st: u8, mma: Mma, c: u8| TileConfig {
+        block_m: bm,
+        block_n: 128,
+        block_k: bk,
+        warp_m: bm,
+        warp_n: wn,
+        warp_k: 64,
+        stages: st,
+        mma,
+        ctas_per_sm: c,
+    };
+    let mut tiles = vec![
+        t(8, 256, 64, 3, Mma::Sync, 0),
+        t(8, 128, 64, 3, Mma::Sync, 4),
+        t(16, 128, 64, 4, Mma::Sync, 3),
+        TileConfig {
+            warp_m: 32,
+            ..t(32, 128, 64, 4, Mma::Sync, 0)
+        },
+        TileConfig {
+            warp_m: 32,
+            ..t(64, 128, 64, 4, Mma::Sync, 0)
+        },
+    ];
+    if archs.contains(Arch::Sm90a) {
+        let wide = |bm, c| TileConfig {
+            block_n: 256,
+            warp_n: 64,
+            ..t(bm, 64, 64, 5, Mma::Wgmma, c)
+        };
+        tiles.extend([wide(32, 3), wide(64, 2)]);
+    }
+    tiles
+}
+
+/// Whether a kernel may have `wgmma` tiles: not with a gated epilogue, which pairs channels c and
+/// c + 8 of one thread's accumulators, which the `wgmma` tiles' staged epilogue does not hold
+/// together. (A MoE layout's `wgmma` tiles have no producer warpgroup: [`moe_default_tiles`].)
 pub fn wgmma_allowed(spec: &KernelSpec) -> bool {
-    spec.layout == Layout::Dense && !spec.epilogue.is_glu()
+    !spec.epilogue.is_glu()
 }
 
 /// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
 /// archs (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
-        default_tiles(spec.archs)
+        let tiles = if spec.layout.is_moe() {
+            moe_default_tiles(spec.archs)
+        } else {
+            default_tiles(spec.archs)
+        };
+        tiles
             .into_iter()
             .filter(|t| t.mma == Mma::Sync || wgmma_allowed(spec))
-            // (The MoE kernels' expert and row bookkeeping does not fit the 128 registers of two CTAs
-            // per SM without spills.)
-            .filter(|t| !spec.layout.is_moe() || t.ctas_per_sm == 0)
             .filter(|t| ctas_fit(spec, t).is_ok())
             .collect()
     } else {

@@ -564,18 +564,23 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
         let before = errs.len();
         if t.mma == Mma::Wgmma && !crate::tiles::wgmma_allowed(spec) {
-            let why = if spec.layout.is_moe() {
+            errs.push(
+                span.mma,
                 format!(
-                    "the `{}` layout reads the rows of A with cp.async, and `mma = wgmma` tiles read A by TMA",
-                    spec.layout.name()
-                )
-            } else {
-                format!(
-                    "the `{}` epilogue pairs channels of one thread's accumulators, which `mma = wgmma` tiles do not hold together",
+                    "the `{}` epilogue pairs channels of one thread's accumulators, which `mma = wgmma` tiles do not hold together: use `mma.sync` tiles",
                     spec.epilogue.name()
-                )
-            };
-            errs.push(span.mma, format!("{why}: use `mma.sync` tiles"));
+                ),
+            );
+            continue;
+        }
+        if t.mma == Mma::Wgmma && spec.layout.is_moe() && t.producer_warpgroup() {
+            errs.push(
+                span.ctas,
+                format!(
+                    "the `{}` layout gathers the rows of A with cp.async, so its wgmma tiles have no producer warpgroup (which issues TMA copies): declare `ctas_per_sm = 2` (or more than 8 warps)",
+                    spec.layout.name()
+                ),
+            );
             continue;
         }
         if t.mma == Mma::Wgmma {

@@ -173,7 +173,7 @@ fn validation_rules() {
         ),
         (
             "a: f16, b: u4, layout: moe_indexed, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
-            "reads the rows of A with cp.async",
+            "no producer warpgroup",
         ),
         (
             "a: f16, b: u4, epilogue: silu_glu, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
@@ -337,6 +337,9 @@ fn default_tiles_pass_the_declaration_rules() {
         "a: f16, b: u2, scale: channel, zero_point: int",
         "a: f16, b: u8, scale: group(32)",
         "a: bf16, b: u1, scale: group(128)",
+        "a: f16, b: i4, scale: group(128), layout: moe_indexed",
+        "a: bf16, b: u4, scale: group(128), zero_point: int, layout: moe_grouped_contiguous",
+        "a: f16, b: e2m1, scale: group(32, ue8m0), layout: moe_grouped_masked",
     ];
     for format in formats {
         for archs in [", arch: [sm_90a]", ", arch: [sm_80, sm_90a]", ""] {
@@ -618,4 +621,17 @@ fn float4_sign_bits_place_every_sign_once() {
         assert_eq!(float4_sign_bits(a, DType::Float { exp: 0, man: 3 }), None);
         assert_eq!(float4_sign_bits(a, DType::SInt { bits: 4 }), None);
     }
+}
+
+/// The MoE default tiles of a kernel for sm_80 and sm_90a: every one fits the smaller SM where it
+/// runs (none is dropped), and the block Ms the routing chooses from are all there.
+#[test]
+fn moe_default_tiles_all_fit() {
+    let sp = spec("a: f16, b: i4, scale: group(128), layout: moe_indexed");
+    let got = tiles_of(&sp);
+    assert_eq!(got, humming_spec::tiles::moe_default_tiles(sp.archs));
+    let mut bms: Vec<u16> = got.iter().map(|t| t.block_m).collect();
+    bms.sort_unstable();
+    bms.dedup();
+    assert_eq!(bms, [8, 16, 32, 64]);
 }

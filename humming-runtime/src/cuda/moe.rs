@@ -10,12 +10,12 @@ use crate::error::{Error, Result, invalid};
 use crate::kernel::Element;
 use crate::moe::{IndexedRouting, expected_row_tiles, moe_block_m, route_capacity};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+use humming_spec::Layout;
 use humming_spec::abi::{
     CombineParams, FLAG_EARLY_TRIGGER, GemmParams, MAX_ROUTE_EXPERTS, ROUTE_THREADS, RouteParams,
     route_smem_bytes,
 };
 use humming_spec::layout::c_columns;
-use humming_spec::{Layout, Mma};
 
 /// The `moe_indexed` routing of one batch on the GPU, filled by [`Launcher::route_into`] from the
 /// router's choices and read by [`Launcher::run_indexed`]: each expert's slots in blocks of
@@ -120,14 +120,13 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         Ok(())
     }
 
-    /// The block M of this kernel's `mma.sync` tiles for `rows` choices over `experts`
-    /// ([`moe_block_m`]).
+    /// The block M of this kernel's tiles (those loaded on this device) for `rows` choices over
+    /// `experts` ([`moe_block_m`]).
     pub fn moe_block_m(&self, rows: usize, experts: usize) -> usize {
         let bms: Vec<usize> = self
             .gemm
             .infos
             .iter()
-            .filter(|i| i.tile.mma == Mma::Sync)
             .map(|i| i.tile.block_m as usize)
             .collect();
         moe_block_m(&bms, rows, experts).unwrap_or(8)
@@ -145,7 +144,37 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         top_k: usize,
         experts: usize,
     ) -> Result<Routing> {
+        let block_m = self.moe_block_m(tokens.saturating_mul(top_k), experts);
+        self.route_with_block_m(topk_ids, tokens, top_k, experts, block_m)
+    }
+
+    /// [`Launcher::route`] with the block M given (as vLLM's `fused_moe` configs give it): one of
+    /// this kernel's tiles loaded on this device.
+    ///
+    /// Errors: those of [`Launcher::route`], and a block M of no tile.
+    pub fn route_with_block_m(
+        &self,
+        topk_ids: &CudaSlice<i32>,
+        tokens: usize,
+        top_k: usize,
+        experts: usize,
+        block_m: usize,
+    ) -> Result<Routing> {
         self.moe_layout(Layout::MoeIndexed, "route")?;
+        if !self
+            .gemm
+            .infos
+            .iter()
+            .any(|i| i.tile.block_m as usize == block_m)
+        {
+            return Err(invalid(
+                "block_m",
+                format!(
+                    "kernel {} has no tile of block M {block_m} on this device",
+                    self.gemm.name
+                ),
+            ));
+        }
         if experts == 0 || experts > MAX_ROUTE_EXPERTS as usize {
             return Err(invalid(
                 "experts",
@@ -161,7 +190,6 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             .checked_mul(top_k)
             .ok_or_else(|| invalid("tokens", "tokens * top_k overflows"))?;
         check_i32("tokens * top_k", ids)?;
-        let block_m = self.moe_block_m(ids, experts);
         let capacity = route_capacity(ids, experts, block_m);
         check_i32("capacity", capacity)?;
         let s = &self.gemm.stream;
@@ -693,6 +721,19 @@ impl<A: Element, C: Element> Gemm<A, C> {
     ) -> Result<Routing> {
         self.with(self.options)
             .route(topk_ids, tokens, top_k, experts)
+    }
+
+    /// [`Launcher::route_with_block_m`] with the `Gemm`'s settings.
+    pub fn route_with_block_m(
+        &self,
+        topk_ids: &CudaSlice<i32>,
+        tokens: usize,
+        top_k: usize,
+        experts: usize,
+        block_m: usize,
+    ) -> Result<Routing> {
+        self.with(self.options)
+            .route_with_block_m(topk_ids, tokens, top_k, experts, block_m)
     }
 
     /// [`Launcher::route_into`] with the `Gemm`'s settings.

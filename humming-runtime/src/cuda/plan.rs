@@ -151,9 +151,34 @@ pub fn plan_moe(
     (grid_rows, expected_tiles): (usize, usize),
     (n, k): (usize, usize),
 ) -> Option<LaunchPlan> {
-    let tile_index = tiles
-        .iter()
-        .position(|l| l.tile.mma == Mma::Sync && l.tile.block_m as usize == block_m)?;
+    // Among the tiles of that block M: `wgmma` where the device loaded one; then the most CTAs per
+    // SM, or the fewest (the deepest stages) where the launch's CTAs would not fill one wave of the
+    // tile of most CTAs per SM.
+    let of_block_m = || {
+        tiles
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.tile.block_m as usize == block_m)
+    };
+    let slots = of_block_m()
+        .map(|(_, l)| l.ctas_per_sm)
+        .max()
+        .unwrap_or(1)
+        .saturating_mul(device.sms);
+    let tile_index = of_block_m()
+        .max_by_key(|(i, l)| {
+            let ctas = l.ctas_per_sm as i64;
+            let few = expected_tiles
+                .max(1)
+                .saturating_mul(n.div_ceil(l.tile.block_n.max(1) as usize))
+                < slots;
+            (
+                l.tile.mma == Mma::Wgmma,
+                if few { -ctas } else { ctas },
+                std::cmp::Reverse(*i),
+            )
+        })
+        .map(|(i, _)| i)?;
     let info = &tiles[tile_index];
     let t = info.tile;
     let n_tiles = n.div_ceil(t.block_n as usize);
