@@ -187,6 +187,10 @@ struct Args {
     /// Run only the host-side preparation (quantization, one expert's packing, the reference).
     #[arg(long)]
     cpu_only: bool,
+    /// Block M of the routings, comma separated, each timed in turn (0: the runtime's choice,
+    /// `moe_block_m`); a block M of no tile of the kernel is skipped.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    block_m: Vec<usize>,
 }
 
 /// Relative error allowed against the f64 reference (f16 output, as `examples/bench.rs`).
@@ -462,7 +466,14 @@ fn time(env: &Env, copies: usize, launch: impl FnMut(usize) -> Res<()>) -> Res<S
 }
 
 /// Checks and times one M of one projection.
-fn bench_m(env: &Env, model: &Model, prep: &Prepared, r: &Routings, check: &Check) -> Res<MoeRow> {
+fn bench_m(
+    env: &Env,
+    model: &Model,
+    prep: &Prepared,
+    r: &Routings,
+    check: &Check,
+    block_m: usize,
+) -> Res<MoeRow> {
     let (stream, gemm) = (&env.stream, &env.gemm);
     let proj = prep.proj;
     let (n, k, m, experts) = (proj.n, proj.k, r.m, model.experts);
@@ -483,7 +494,10 @@ fn bench_m(env: &Env, model: &Model, prep: &Prepared, r: &Routings, check: &Chec
         .collect::<Result<_, _>>()?;
     let mut routing: Vec<Routing> = topk
         .iter()
-        .map(|t| gemm.route(t, a_rows, ktop, experts))
+        .map(|t| match block_m {
+            0 => gemm.route(t, a_rows, ktop, experts),
+            b => gemm.route_with_block_m(t, a_rows, ktop, experts, b),
+        })
         .collect::<humming::Result<_>>()?;
     let weights = &prep.weights;
     let copies = weights.len();
@@ -728,17 +742,28 @@ fn run(args: &Args) -> Res<ExitCode> {
         println!("\n{}", moe_table_header());
         for prep in &prepared {
             for (r, check) in routings.iter().zip(&prep.checks) {
-                match bench_m(&env, model, prep, r, check) {
-                    Ok(row) => {
-                        println!("{}", moe_table_line(&row));
-                        report.rows.push(row);
+                for &bm in &args.block_m {
+                    if bm != 0
+                        && !env
+                            .gemm
+                            .tiles()
+                            .iter()
+                            .any(|t| t.tile.block_m as usize == bm)
+                    {
+                        continue;
                     }
-                    Err(e) => {
-                        eprintln!("error: {} {} M={}: {e}", model.name, prep.proj.name, r.m);
-                        failed += 1;
+                    match bench_m(&env, model, prep, r, check, bm) {
+                        Ok(row) => {
+                            println!("{}", moe_table_line(&row));
+                            report.rows.push(row);
+                        }
+                        Err(e) => {
+                            eprintln!("error: {} {} M={}: {e}", model.name, prep.proj.name, r.m);
+                            failed += 1;
+                        }
                     }
+                    write_json(&json_path, &report)?;
                 }
-                write_json(&json_path, &report)?;
             }
         }
     }
