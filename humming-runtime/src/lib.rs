@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod act_quant;
 pub mod cuda;
 pub mod error;
 pub mod kernel;
