@@ -155,6 +155,32 @@ fn every_check_names_its_argument() {
     .unwrap();
 }
 
+/// Weights fit every kernel of their format: other targets and tiles take them, another format,
+/// layout or epilogue does not.
+#[test]
+fn weights_fit_kernels_of_their_format() {
+    let w = spec("a: f16, b: u4, scale: group(128)");
+    let base = ok_shape();
+    for other in [
+        "a: f16, b: u4, scale: group(128), arch: [sm_90a]",
+        "a: f16, b: u4, scale: group(128), tiles: [tile(block = (16, 128, 128), stages = 4)]",
+    ] {
+        check_launch("K", &spec(other), &w, &base).unwrap();
+    }
+    for other in [
+        "a: f16, b: u4, scale: group(64)",
+        "a: bf16, b: u4, scale: group(128)",
+        "a: f16, b: i4, scale: group(128)",
+        "a: f16, b: u4, scale: group(128), epilogue: silu_glu",
+    ] {
+        assert_eq!(
+            arg_of(check_launch("K", &spec(other), &w, &base)),
+            "weights",
+            "{other}"
+        );
+    }
+}
+
 #[test]
 fn m_zero_needs_no_buffers() {
     let s = spec("a: bf16, b: i8, scale: channel");

@@ -426,6 +426,17 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
+    /// Whether weights quantized (and packed) for `other` fit a kernel of this spec: the same
+    /// formats, scales, zero point, bias, layout and epilogue. The packed layout depends on nothing
+    /// else, so the targets and the tiles may differ.
+    pub fn takes_weights_of(&self, other: &KernelSpec) -> bool {
+        KernelSpec {
+            archs: other.archs,
+            tiles: other.tiles,
+            ..*self
+        } == *other
+    }
+
     /// The canonical text of the descriptor. It is the input of [`KernelSpec::hash`], and a readable
     /// one-line summary: `humming.gemm.v1 a=f16 b=u4 c=f16 scale=group128:f16 ...`.
     pub fn canonical(&self) -> String {

@@ -519,7 +519,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         }
         let mut packed = Vec::with_capacity(experts.len());
         for (e, w) in experts.iter().enumerate() {
-            if w.spec() != &self.spec {
+            if !self.spec.takes_weights_of(w.spec()) {
                 return Err(invalid(
                     "weights",
                     format!(

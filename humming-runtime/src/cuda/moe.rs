@@ -457,7 +457,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         Cb: DevicePtrMut<C>,
     {
         let g = self.gemm;
-        if w.spec != g.spec {
+        if !g.spec.takes_weights_of(&w.spec) {
             return Err(invalid(
                 "weights",
                 format!(

@@ -430,7 +430,7 @@ pub fn check_launch(
     let LaunchShape {
         m, n, k, lda, ldc, ..
     } = *s;
-    if weights != kernel {
+    if !kernel.takes_weights_of(weights) {
         return Err(invalid(
             "weights",
             format!("weights were packed for `{weights}`, not for kernel {name} (`{kernel}`)"),
