@@ -490,7 +490,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
 
     /// Packs quantized weights into the kernel layout and uploads them.
     ///
-    /// Errors if the weights were made for another descriptor, or N or K is not a multiple of 64.
+    /// Errors if the weights were made for another format (another descriptor but for its targets
+    /// and tiles), or N or K is not a multiple of 64.
     pub fn upload(&self, w: &QuantizedWeights) -> Result<DeviceWeights> {
         self.upload_experts(std::slice::from_ref(w))
     }
@@ -498,7 +499,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
     /// Packs the weights of E experts (one spec, one shape) and uploads them stacked, `[E, N, K]`, for
     /// the MoE layouts (a dense kernel takes one).
     ///
-    /// Errors: no experts, weights of another descriptor or another shape than the first, several
+    /// Errors: no experts, weights of another format or another shape than the first, several
     /// experts for a dense kernel, N or K not a multiple of 64.
     pub fn upload_experts(&self, experts: &[QuantizedWeights]) -> Result<DeviceWeights> {
         let Some(first) = experts.first() else {
