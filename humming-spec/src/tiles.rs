@@ -58,16 +58,21 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
 /// a short K per tile, so its tiles run two to four CTAs per SM, which hide each other's pipeline
 /// fill, barriers and epilogue:
 ///
-/// - `mma.sync` (8, 128, 256) of one CTA per SM, for launches of fewer CTAs than SMs; (8, 128, 128)
-///   for four CTAs per SM and (16, 128, 128) for three; (32, 128, 128) and (64, 128, 128) where
-///   there is no `wgmma`.
+/// - `mma.sync`: [`default_tiles`]' (8, 128, 256) of one CTA per SM, for launches of few CTAs;
+///   (8, 128, 128) for four CTAs per SM and (16, 128, 128) for three; [`default_tiles`]'
+///   (32, 128, 128) and (64, 128, 128) where there is no `wgmma`.
 /// - `wgmma` (sm_90a) (32, 256, 64) for three CTAs per SM and (64, 256, 64) for two: 256 channels,
 ///   so that the rows of A are read by half as many CTAs. They gather the rows of A with cp.async
 ///   (no TMA box holds them), so they have no producer warpgroup.
 pub fn moe_default_tiles(archs: ArchSet) -> Vec<TileConfig> {
-    let t = |bm: u16, bk: u16, wn: u16, st: u8, mma: Mma, c: u8| TileConfig {
+    // The one-CTA mma.sync tiles of the dense defaults: the 8-row one, and those of 32 rows and more.
+    let dense: Vec<TileConfig> = default_tiles(archs)
+        .into_iter()
+        .filter(|t| t.mma == Mma::Sync && t.ctas_per_sm == 0 && t.block_m != 16)
+        .collect();
+    let t = |bm: u16, bn: u16, bk: u16, wn: u16, st: u8, mma: Mma, c: u8| TileConfig {
         block_m: bm,
-        block_n: 128,
+        block_n: bn,
         block_k: bk,
         warp_m: bm,
         warp_n: wn,
@@ -76,26 +81,17 @@ pub fn moe_default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         mma,
         ctas_per_sm: c,
     };
-    let mut tiles = vec![
-        t(8, 256, 64, 3, Mma::Sync, 0),
-        t(8, 128, 64, 3, Mma::Sync, 4),
-        t(16, 128, 64, 4, Mma::Sync, 3),
-        TileConfig {
-            warp_m: 32,
-            ..t(32, 128, 64, 4, Mma::Sync, 0)
-        },
-        TileConfig {
-            warp_m: 32,
-            ..t(64, 128, 64, 4, Mma::Sync, 0)
-        },
-    ];
+    let mut tiles = vec![dense[0]];
+    tiles.extend([
+        t(8, 128, 128, 64, 3, Mma::Sync, 4),
+        t(16, 128, 128, 64, 4, Mma::Sync, 3),
+    ]);
+    tiles.extend_from_slice(&dense[1..]);
     if archs.contains(Arch::Sm90a) {
-        let wide = |bm, c| TileConfig {
-            block_n: 256,
-            warp_n: 64,
-            ..t(bm, 64, 64, 5, Mma::Wgmma, c)
-        };
-        tiles.extend([wide(32, 3), wide(64, 2)]);
+        tiles.extend([
+            t(32, 256, 64, 64, 5, Mma::Wgmma, 3),
+            t(64, 256, 64, 64, 5, Mma::Wgmma, 2),
+        ]);
     }
     tiles
 }
