@@ -22,14 +22,47 @@ struct bf16 {
   static constexpr bool kIsBf16 = true;
 };
 
+// std::conditional without the toolkit's headers.
+template <bool kFirst, class A, class B>
+struct Pick {
+  using type = A;
+};
+template <class A, class B>
+struct Pick<false, A, B> {
+  using type = B;
+};
+
+// 8-bit activation codes (the mma's operand type): OCP e4m3 / e5m2 with f32 accumulation (sm_89+), or s8
+// with s32 accumulation. kLinear: the largest magnitude m for which the code with bits m is m * 2^-kUnitExp
+// (the subnormals and the first binade: the "normalized integer" form of small integer weights).
+struct CodeE4M3 {
+  static constexpr bool kInt = false;
+  static constexpr bool kE4M3 = true;
+  static constexpr int kUnitExp = 9;  // bias 7 + 3 mantissa bits - 1
+  static constexpr int kLinear = 16;
+};
+struct CodeE5M2 {
+  static constexpr bool kInt = false;
+  static constexpr bool kE4M3 = false;
+  static constexpr int kUnitExp = 16;  // bias 15 + 2 mantissa bits - 1
+  static constexpr int kLinear = 8;
+};
+struct CodeS8 {
+  static constexpr bool kInt = true;
+  static constexpr bool kE4M3 = false;
+  static constexpr int kUnitExp = 0;
+  static constexpr int kLinear = 127;
+};
+
 enum class ZeroPointKind : int { kNone = 0, kInteger = 1, kFloatOffset = 2 };
 enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGeluTanh = 4, kSiluGlu = 5 };
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_,
-          bool kChannelScale_, bool kBias_, EpilogueKind kEpilogue_>
+          bool kChannelScale_, bool kBias_, EpilogueKind kEpilogue_, int kABytes_ = 2>
 struct QuantConfig {
-  using T = T_;
+  using T = T_;  // C's element type, and that of the scale grid on B (A's too, for 16-bit activations)
+  static constexpr int kABytes = kABytes_;  // bytes of one element of A: 2, or 1 for 8-bit codes
   static constexpr int kBits = kBits_;
   static constexpr bool kSigned = kSigned_;
   static constexpr ZeroPointKind kZp = kZp_;
@@ -39,9 +72,10 @@ struct QuantConfig {
   static constexpr bool kBias = kBias_;
   static constexpr EpilogueKind kEpilogue = kEpilogue_;
   static_assert(kBits >= 1 && kBits <= 8, "weight width must be 1..8 bits");
-  static_assert(kGroup == 0 || (kGroup >= kMmaKBits / 16 && (kGroup & (kGroup - 1)) == 0),
+  static_assert(kGroup == 0 || (kGroup >= kMmaKBits / (8 * kABytes_) && (kGroup & (kGroup - 1)) == 0),
                 "a group is a power of two of at least one mma K step (humming_spec::layout::check_group_size)");
   static_assert(!(kSigned && kZp != ZeroPointKind::kNone), "zero points need unsigned codes");
+  static_assert(kABytes == 2 || kABytes == 1, "A is 16-bit or 8-bit");
 };
 
 // One tile configuration. kWgmma: the Hopper wgmma kernel (one warpgroup of four warps along N per 64

@@ -449,6 +449,82 @@ struct IntWeights {
     u32(&zw)[4] = s.zw;
     dequant_slab<Q, kMulScale, kAOrder, kPairs, kFold>(w, sw, zw, frag);
   }
+
+  // 8-bit activations of code Code: the value (code - zero point) of one weight is the mma's operand times
+  // unit<Code>() (1 for s8; 2^kUnitExp for the normalized integers of float codes).
+  template <class Code>
+  __host__ __device__ static constexpr float unit() {
+    return Code::kInt ? 1.0f : pow2f(Code::kUnitExp);
+  }
+
+  // 8-bit activations: the slab's codes as the mma's operand, b[nt] = the four codes of channel
+  // nt * 8 + lane / 4 in the packed K order of 8-bit kernels (humming_spec::layout::act8_k_order), whose
+  // byte i is the mma's k 4 (lane % 4) + i. Each byte becomes v = code - zero point (the zero point, or
+  // 2^(bits - 1) for signed codes): s8 in two's complement, by a per-byte subtraction that cannot borrow
+  // ((c | 0x80) - z, then the top bit flipped); for float codes, |v| (below Code::kLinear) as the
+  // normalized integer |v| * 2^-kUnitExp with v's sign, the sign found where 16 + c - z leaves bit 4.
+  template <class Code>
+  __device__ __forceinline__ static void bytes(const Slab& s, u32 (&b)[8]) {
+    static_assert(Q::kBits == 4 || (Q::kBits == 8 && Code::kInt && Q::kSigned),
+                  "8-bit activations take 4-bit codes, or signed 8-bit codes with s8");
+    u32 u[8];  // the codes of channel nt * 8 + lane / 4, one per byte
+    if constexpr (Q::kBits == 4) {
+      // Word m holds pairs 4m .. 4m + 3: nibbles 0, 1, 4, 5 are channel nt = 2m, nibbles 2, 3, 6, 7 nt = 2m + 1.
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const u32 x = s.w[m];
+        u[2 * m] = (x & 0x000F000Fu) | ((x << 4) & 0x0F000F00u);
+        u[2 * m + 1] = ((x >> 8) & 0x000F000Fu) | ((x >> 4) & 0x0F000F00u);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) u[nt] = s.w[nt];
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      u32 zz = (Q::kSigned ? 1u << (Q::kBits - 1) : 0u) * 0x01010101u;
+      if constexpr (Q::kZp == ZeroPointKind::kInteger) {
+        const u32 zw = s.zw[nt >> 1];
+        const float z = Half2<typename Q::T>::to_float(static_cast<u16>((nt & 1) != 0 ? zw >> 16 : zw & 0xFFFFu));
+        zz = static_cast<u32>(z) * 0x01010101u;
+      }
+      if constexpr (Code::kInt && Q::kBits == 8) {
+        b[nt] = u[nt] ^ 0x80808080u;  // offset binary to two's complement
+      } else if constexpr (Code::kInt) {
+        b[nt] = ((u[nt] | 0x80808080u) - zz) ^ 0x80808080u;
+      } else {
+        const u32 t = (u[nt] | 0x10101010u) - zz;                  // 16 + c - z, 1..31
+        const u32 neg = ((t >> 4) & 0x01010101u) ^ 0x01010101u;     // 1 where c < z
+        const u32 mag = ((t & 0x0F0F0F0Fu) ^ (neg * 0x0Fu)) + neg;  // |c - z|
+        b[nt] = mag | (neg << 7);
+      }
+    }
+  }
+};
+
+// 8-bit float weights in the activations' own code (W8A8 FP8: e4m3 weights with e4m3 activations): the
+// packed bytes are the mma's operand as they are.
+template <class Q>
+struct NativeWeights {
+  using Slab = typename IntWeights<Q>::Slab;
+  static constexpr bool kFoldable = false;
+  static_assert(Q::kBits == 8 && Q::kZp == ZeroPointKind::kNone, "8-bit float codes without a zero point");
+  __device__ __forceinline__ static void load_words(Slab& s, u32 unit, int kk, int lane) {
+    load_slab_words<Q::kBits>(unit, kk, lane, s.w);
+  }
+  template <int kHalves>
+  __device__ __forceinline__ static void select(Slab& s, int part) {
+    IntWeights<Q>::template select<kHalves>(s, part);
+  }
+  template <class Code>
+  __host__ __device__ static constexpr float unit() {
+    return 1.0f;
+  }
+  template <class Code>
+  __device__ __forceinline__ static void bytes(const Slab& s, u32 (&b)[8]) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) b[nt] = s.w[nt];
+  }
 };
 
 

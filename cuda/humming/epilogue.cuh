@@ -1,4 +1,4 @@
-// humming: the epilogue. Its math (f32 channel factor, bias, fused activation) in f32, then rounding to C's
+// humming: the epilogue. Its math (8-bit activations' row scale, f32 channel factor, bias, fused activation) in f32, then rounding to C's
 // dtype; and the two ways a CTA writes its tile of C:
 // - from the accumulators' registers, rows < M only (store_registers);
 // - staged (wgmma tiles, and the 8-row tile's atomic split-K): the accumulators go to shared memory as
@@ -85,6 +85,16 @@ struct Epilogue {
     }
   }
 
+  // 8-bit activations: the scale of row `row` of A (GemmParams::a_scales), which multiplies the row's sums
+  // first; 1 for 16-bit activations.
+  __device__ __forceinline__ static float act_scale(const GemmParams& p, int row) {
+    if constexpr (K::Act::kBytes == 1) {
+      return __ldg(p.a_scales + static_cast<long long>(row) * p.a_scale_stride);
+    } else {
+      return 1.0f;
+    }
+  }
+
   // Writes the four swapped accumulators `v` of this lane's position (rows swapped_row(q, j), channels
   // swapped_col(q, j) of the warp tile at (wm, wn)) to C: rows the row policy maps, channels below N.
   __device__ __forceinline__ static void store_swapped(const GemmParams& p, const float (&v)[4], const TileRows& rows,
@@ -97,11 +107,12 @@ struct Epilogue {
       if (row < 0) continue;
       if constexpr (K::kGlu) {
         // (j and j + 2: channels col and col + 8 of the same row.)
-        const float o = glu_value<Q>(v[j], v[j + 2], p, col) * row_factor(p, row);
+        const float as = act_scale(p, row);
+        const float o = glu_value<Q>(v[j] * as, v[j + 2] * as, p, col) * row_factor(p, row);
         c16[static_cast<long long>(row) * p.ldc + glu_column(col)] =
             static_cast<u16>(Half2<typename Q::T>::from_floats(o, 0.0f) & 0xFFFFu);
       } else {
-        c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(v[j], p, col, row_factor(p, row));
+        c16[static_cast<long long>(row) * p.ldc + col] = finish_one<Q>(v[j] * act_scale(p, row), p, col, row_factor(p, row));
       }
     }
   }
@@ -122,19 +133,20 @@ struct Epilogue {
         const int row = R::write_row(p, w.rows, w.wm * Tl::WM + K::plain_row(mt, h, w.lane));
         if (row < 0) continue;
         const float rf = row_factor(p, row);
+        const float as = act_scale(p, row);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           const int col = w.n0 + w.wn * 64 + K::plain_col(nt, w.lane);
           if constexpr (K::kGlu) {
             // (Tiles nt and nt + 1: channels col and col + 8.)
             if (nt % 2 == 0) {
-              const float o0 = glu_value<Q>(acc[mt][nt][2 * h], acc[mt][nt + 1][2 * h], p, col) * rf;
-              const float o1 = glu_value<Q>(acc[mt][nt][2 * h + 1], acc[mt][nt + 1][2 * h + 1], p, col + 1) * rf;
+              const float o0 = glu_value<Q>(acc[mt][nt][2 * h] * as, acc[mt][nt + 1][2 * h] * as, p, col) * rf;
+              const float o1 = glu_value<Q>(acc[mt][nt][2 * h + 1] * as, acc[mt][nt + 1][2 * h + 1] * as, p, col + 1) * rf;
               c[(static_cast<long long>(row) * p.ldc + glu_column(col)) >> 1] = Half2<typename Q::T>::from_floats(o0, o1);
             }
           } else {
             c[(static_cast<long long>(row) * p.ldc + col) >> 1] =
-                finish_pair<Q>(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1], p, col, rf);
+                finish_pair<Q>(acc[mt][nt][2 * h] * as, acc[mt][nt][2 * h + 1] * as, p, col, rf);
           }
         }
       }
@@ -213,8 +225,9 @@ struct Epilogue {
       }
       u32 out[4];
       const float rf = row_factor(p, row);
+      const float as = act_scale(p, row);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q], v[2 * q + 1], p, w.n0 + col + 2 * q, rf);
+      for (int q = 0; q < 4; ++q) out[q] = finish_pair<Q>(v[2 * q] * as, v[2 * q + 1] * as, p, w.n0 + col + 2 * q, rf);
       const long long at_c = (static_cast<long long>(row) * p.ldc + w.n0 + col) >> 1;
       if constexpr (kRed) {
         if (vec16) {

@@ -5,8 +5,8 @@
 // strided loop), so it unrolls and its per-thread index math is computed once, outside the main loop.
 //
 // Shared-memory stage layout (bytes, each part 16-byte aligned):
-//   A      [BK/64][BM][64] A-dtype, rows of 128 bytes whose 16-byte chunks are XOR-swizzled by row % 8
-//          so that ldmatrix reads are free of bank conflicts
+//   A      [BK/64][BM][64] A-dtype, rows of 128 bytes (64 for 8-bit codes) whose 16-byte chunks are
+//          XOR-swizzled (a_swizzle) so that ldmatrix reads are free of bank conflicts
 //   B      [BK/64][BN/64] packed units of 64*64*bits/8 bytes, copied verbatim
 //   scales [rows][BN] (rows = max(1, BK / G) for group scales, 0 otherwise)
 //   zeros  [rows][BN] when the kernel has a zero point and group scales
@@ -15,16 +15,25 @@
 
 namespace humming {
 
-// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 64-wide A slab: rows of 128 bytes whose
-// chunks are XOR-swizzled by row % 8, so that ldmatrix reads are free of bank conflicts. The loader
-// writes and the kernel's ldmatrix reads go through this one function.
-__device__ __forceinline__ u32 a_swizzle(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) * 16); }
+// Byte offset of 16-byte chunk `chunk` of row `row` in a 64-wide A slab, so that ldmatrix reads (8 rows
+// at one chunk) are free of bank conflicts: 16-bit A, rows of 128 bytes (chunks 0..7) XOR-swizzled by
+// row % 8; 8-bit A, rows of 64 bytes (chunks 0..3) XOR-swizzled by (row / 2) % 4 (two rows share 128
+// bytes). The loader writes and the kernel's ldmatrix reads go through this one function.
+template <int kABytes = 2>
+__device__ __forceinline__ u32 a_swizzle(int row, int chunk) {
+  if constexpr (kABytes == 2) {
+    return row * 128 + ((chunk ^ (row & 7)) * 16);
+  } else {
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) * 16);
+  }
+}
 
 template <class Q, class Tl>
 struct StageLayout {
   static constexpr int kWarpsN = Tl::BN / 64;
   static constexpr int kWarpsK = Tl::BK / 64;
-  static constexpr int kABytes = Tl::BM * Tl::BK * 2;
+  static constexpr int kABytes = Tl::BM * Tl::BK * Q::kABytes;
+  static constexpr int kASlabBytes = Tl::BM * 64 * Q::kABytes;  // the A tile of one 64-deep warp slice
   static constexpr int kUnitBytes = 64 * 64 * Q::kBits / 8;
   static constexpr int kBBytes = kWarpsN * kWarpsK * kUnitBytes;
   static constexpr int kScaleRows = Q::kGroup == 0 ? 0 : (Tl::BK / Q::kGroup > 1 ? Tl::BK / Q::kGroup : 1);
@@ -57,7 +66,9 @@ struct StageLayout {
 template <class Q, class Tl, int kThreads, class R>
 struct StageLoader {
   using L = StageLayout<Q, Tl>;
-  static constexpr int kAChunksPerRow = Tl::BK / 8;
+  static constexpr int kAPerChunk = 16 / Q::kABytes;  // elements of A per 16-byte chunk
+  static constexpr int kAChunksPerRow = Tl::BK / kAPerChunk;
+  static constexpr int kAChunksPerSlab = 64 / kAPerChunk;
   static constexpr int kAChunks = Tl::BM * kAChunksPerRow;
   static constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads;
   static constexpr int kBChunksPerUnit = L::kUnitBytes / 16;
@@ -92,7 +103,7 @@ struct StageLoader {
   int k0;  // K index of the next stage's weights
   int ka;  // K index of the next stage's A tile (load_a and load_weights move on separately)
   u32 a_ok, b_ok, s_ok;  // bit j: chunk j lies inside M (A) or N (B, scales)
-  const u16* a_src[kAPer];
+  const char* a_src[kAPer];
   const char* b_src[kBPer];  // (not used with kBulk)
   long long b_stage_bytes;  // B bytes of one stage along K: BK / 64 rows of N / 64 units
   long long s_off[kSPer];   // (not used with kBulk) element offset of the scale chunk in the next stage's rows
@@ -108,7 +119,8 @@ struct StageLoader {
       int src = 0;
       const bool ok = (kAChunks % kThreads == 0 || i < kAChunks) && R::read_row(p, rows, row, src);
       a_ok |= ok ? 1u << j : 0u;
-      a_src[j] = static_cast<const u16*>(p.a) + (ok ? static_cast<long long>(src) * p.lda : 0) + k0 + c * 8;
+      a_src[j] = static_cast<const char*>(p.a) +
+                 ((ok ? static_cast<long long>(src) * p.lda : 0) + k0 + c * kAPerChunk) * Q::kABytes;
     }
     const int units_n = p.n / 64;
     const long long row_bytes = static_cast<long long>(units_n) * L::kUnitBytes;
@@ -156,10 +168,10 @@ struct StageLoader {
       const int i = tid + j * kThreads;
       if (kAChunks % kThreads != 0 && i >= kAChunks) break;
       const int row = i / kAChunksPerRow, c = i % kAChunksPerRow;
-      const int kw = c / 8, ch = c % 8;
-      const bool pred = (a_ok >> j & 1u) && (full || ka + c * 8 < p.k);
-      cp_async16(stage + L::kAOffset + kw * (Tl::BM * 128) + a_swizzle(row, ch), a_src[j], pred);
-      a_src[j] += Tl::BK;
+      const int kw = c / kAChunksPerSlab, ch = c % kAChunksPerSlab;
+      const bool pred = (a_ok >> j & 1u) && (full || ka + c * kAPerChunk < p.k);
+      cp_async16(stage + L::kAOffset + kw * L::kASlabBytes + a_swizzle<Q::kABytes>(row, ch), a_src[j], pred);
+      a_src[j] += Tl::BK * Q::kABytes;
     }
     ka += Tl::BK;
   }

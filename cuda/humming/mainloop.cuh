@@ -1,9 +1,11 @@
 // humming: the main loop over a segment's BK steps: the stage ring (pipeline.cuh) feeds each step to the
-// tile's math, mma.sync (mainloop_sync.cuh) or wgmma (mainloop_wgmma.cuh). The shared-memory inputs of
+// tile's math, mma.sync (mainloop_sync.cuh; mainloop_sync8.cuh for 8-bit activations) or wgmma
+// (mainloop_wgmma.cuh). The shared-memory inputs of
 // each k16 slab (packed words, and the scale and zero-point rows of the stage or the per-channel
 // values) are fetched here for both.
 #pragma once
 #include "mainloop_sync.cuh"
+#include "mainloop_sync8.cuh"
 #include "mainloop_wgmma.cuh"
 #include "pipeline.cuh"
 
@@ -81,7 +83,7 @@ struct Mainloop {
       // refilled: the TMA stage hand-off relies on it (a skipping warp does not release a stage).
       if ((!K::kWgmma && !w.n_valid) || k0 + w.kw * 64 >= p.k) continue;
       const u32 unit = st + L::kBOffset + (w.kw * L::kWarpsN + w.unit_n) * L::kUnitBytes;
-      const u32 a_tile = st + L::kAOffset + w.kw * (Tl::BM * 128);
+      const u32 a_tile = st + L::kAOffset + w.kw * L::kASlabBytes;
       if constexpr (K::kWgmma) {
         WgmmaStage<K>::step(
             acc, a_tile, w, [&](Slab& in, int kk, bool same_row) { load_slab(in, st, unit, kk, w, ch_s, ch_z, same_row); },
@@ -89,7 +91,7 @@ struct Mainloop {
               if constexpr (K::kTma) pipe.release(p, w.m0, it, kk, prev_stage);
             });
       } else {
-        SyncStage<K>::step(acc, st, a_tile, w,
+        K::Act::template SyncStep<K>::step(acc, st, a_tile, w,
                            [&](Slab& in, int kk) { load_slab(in, st, unit, kk, w, ch_s, ch_z, false); });
       }
     }

@@ -9,12 +9,22 @@
 
 namespace humming {
 
+// The BK step of the mma.sync main loop for each kind of activation (mainloop_sync.cuh,
+// mainloop_sync8.cuh).
+template <class K>
+struct SyncStage;
+template <class K>
+struct SyncStage8;
+
 // 16-bit float activations (f16 or bf16): A tiles of 64-element (128-byte) rows, swizzled (a_swizzle),
 // read with ldmatrix; mma.sync m16n8k16 or wgmma m64nNk16 with f32 accumulation.
 template <class T_>
 struct Act16 {
   using T = T_;
   using H = Half2<T>;
+  static constexpr int kBytes = 2;
+  template <class K>
+  using SyncStep = SyncStage<K>;
 
   // Swap AB (warp tiles of 8 or 16 rows): the mma's B operands of k16 slab kk for the warp's kTokTiles
   // n8 tiles of rows, a[2 t] / a[2 t + 1] = k 0..7 / 8..15 of rows 8t..8t+7 of the warp tile (lanes
@@ -55,6 +65,43 @@ struct Act16 {
 
   // An activation's bits (C's element type is A's) to f32.
   __device__ __forceinline__ static float to_float(u16 v) { return H::to_float(v); }
+};
+
+// 8-bit activation codes (Code: CodeE4M3, CodeE5M2 or CodeS8) with C of type T_: A tiles of 64-byte rows
+// (a_swizzle<1>), read with ldmatrix (a b16 pair is four codes); mma.sync m16n8k32 with f32 (float codes)
+// or s32 (s8) partial sums, which the main loop promotes into the f32 accumulators under the group and
+// weight scales (mainloop_sync8.cuh). The activation scale (per row of A) multiplies C in the epilogue.
+template <class T_, class Code_>
+struct Act8 {
+  using T = T_;
+  using Code = Code_;
+  static constexpr int kBytes = 1;
+  using Part = typename Pick<Code::kInt, int, float>::type;  // an mma's partial sums
+  template <class K>
+  using SyncStep = SyncStage8<K>;
+
+  // Swap AB: the mma's B operands of k32 slab j (0, 1) of the warp's 64-deep slice for its kTokTiles
+  // n8 tiles of rows: a[2 t] / a[2 t + 1] = k 0..15 / 16..31 of rows 8t..8t+7 (lanes 8i..8i+7 address
+  // matrix i; ldmatrix gives lane L row L / 4, codes 4 (L % 4) .. + 3 of the matrix's 16).
+  template <int kTokTiles, int WM>
+  __device__ __forceinline__ static void load_swapped(u32 (&a)[2 * kTokTiles], u32 a_tile, int j, int wm, int lane) {
+    const int row = wm * WM + ((lane >> 4) << 3) * (kTokTiles - 1) + (lane & 7);
+    const int chunk = j * 2 + ((lane >> 3) & 1);
+    if constexpr (kTokTiles == 1) {
+      ldmatrix_x2(*reinterpret_cast<u32(*)[2]>(a), a_tile + a_swizzle<1>(row, chunk));
+    } else {
+      ldmatrix_x4(*reinterpret_cast<u32(*)[4]>(a), a_tile + a_swizzle<1>(row, chunk));
+    }
+  }
+
+  // d = a * (b0, b1) (+ d when kAcc).
+  template <bool kAcc>
+  __device__ __forceinline__ static void mma(Part (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    mma_k32<Code, kAcc>(d, a, b0, b1);
+  }
+
+  // A scale of the grid on B (C's type) to f32.
+  __device__ __forceinline__ static float to_float(u16 v) { return Half2<T>::to_float(v); }
 };
 
 }  // namespace humming

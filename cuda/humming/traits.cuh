@@ -113,6 +113,8 @@ struct KernelTraits {
   // The MoE layouts gather the rows of A with cp.async (no TMA box holds them): a wgmma tile of theirs
   // has no producer warpgroup, and its stages are handed over by CTA barriers (kAhead below).
   static_assert(!R_::kMoe || !kProducer, "MoE wgmma tiles gather A with cp.async: no producer warpgroup");
+  static_assert(Q::kABytes == Act::kBytes, "the format's A element size is the activation policy's");
+  static_assert(Act::kBytes == 2 || (kSwapAB && !kWgmma && !kGlu), "8-bit activations run on swap-AB mma.sync tiles");
 
   using Acc = float[kMTiles][kAccN][4];
 

@@ -127,6 +127,16 @@ fn split_attrs(decl: &Declaration) -> (Vec<&Attribute>, Vec<&Attribute>) {
 }
 
 /// The Rust element type of A or C.
+/// The dtype of the A a launch takes: the spec's `a`, or for 8-bit activations (which the runtime
+/// quantizes) C's 16-bit dtype.
+fn input_dtype(spec: &humming_spec::KernelSpec) -> DType {
+    if humming_spec::layout::is_8bit_activation(spec.a) {
+        spec.c
+    } else {
+        spec.a
+    }
+}
+
 fn element(d: DType) -> TokenStream {
     let k = krate();
     match d {
@@ -243,7 +253,7 @@ fn expand_kernel(decl: &Declaration, spec: &KernelSpec, image: Image) -> TokenSt
     let items = Items {
         decl,
         doc: format!("A quantized GEMM kernel declared with `humming::gemm!`: `{canonical}`."),
-        a: element(spec.a),
+        a: element(input_dtype(spec)),
         c: element(spec.c),
         descriptor: humming_spec::tokens::spec_tokens(spec, &krate()),
         hash: hash_tokens(&hash),

@@ -69,7 +69,8 @@ impl Element for half::bf16 {
 /// A kernel declared with `gemm!`. The macro implements this for the type it generates; users call
 /// [`crate::cuda::Gemm::load`] with it.
 pub trait GemmKernel: 'static {
-    /// Element type of A (activations).
+    /// Element type of the A a launch takes: the activation dtype, or for 8-bit activations (`e4m3`,
+    /// `e5m2`, `i8`, quantized by the runtime) C's 16-bit dtype.
     type A: Element;
     /// Element type of C (output).
     type C: Element;

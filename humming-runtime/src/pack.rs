@@ -59,8 +59,8 @@ use crate::quant::{
 };
 use humming_spec::ScaleGranularity;
 use humming_spec::layout::{
-    b_scale_group, bit_parts, carried_shift, channel_factor, float4_sign_bits, glu_source,
-    normalized_scales, scale_on_b,
+    act8_k_order, b_scale_group, bit_parts, carried_shift, channel_factor, float4_sign_bits,
+    glu_source, grid_dtype, is_8bit_activation, normalized_scales, scale_on_b,
 };
 use humming_spec::{DType, KernelSpec};
 
@@ -120,11 +120,20 @@ fn xor_of(spec: &KernelSpec) -> u32 {
 
 /// Visits every element of the packed layout: `f(word, bit, width, part_offset, n, k)`.
 fn for_each_slot(
-    bits: u32,
+    spec: &KernelSpec,
     n: usize,
     k: usize,
     mut f: impl FnMut(usize, u32, u32, u32, usize, usize),
 ) {
+    let bits = spec.b.bits();
+    // Kernels with 8-bit activations read each slab in another K order (layout::act8_k_order).
+    let order = |p: usize| {
+        if is_8bit_activation(spec.a) {
+            act8_k_order(p)
+        } else {
+            p
+        }
+    };
     let parts = bit_parts(bits);
     let unit_words = 128 * bits as usize;
     let units_n = n / 64;
@@ -144,7 +153,7 @@ fn for_each_slot(
                                 for h in 0..2 {
                                     let bit = (q % per) as u32 * s + 16 * h as u32;
                                     let nn = nu * 64 + nt * 8 + lane / 4;
-                                    let kx = ku * 64 + kk * 16 + 2 * (lane % 4) + 8 * r + h;
+                                    let kx = ku * 64 + kk * 16 + order(2 * (lane % 4) + 8 * r + h);
                                     f(word, bit, s, off, nn, kx);
                                 }
                             }
@@ -171,7 +180,7 @@ impl QuantizedWeights {
         let sign_bits = float4_sign_bits(self.spec.a, self.spec.b);
         // Kernel channel c holds declared row src(c) (the gated epilogues' order; else c).
         let src = |c: usize| glu_source(self.spec.epilogue, n, c);
-        for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
+        for_each_slot(&self.spec, n, k, |word, bit, s, off, nn, kx| {
             let stored = stored_code(&self.spec, self.codes[src(nn) * k + kx]);
             words[word] |= match sign_bits {
                 // 4-bit floats: the field at 3j, the sign at its own bit (float4_sign_bits).
@@ -183,7 +192,7 @@ impl QuantizedWeights {
             };
         });
         let b = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let dt = self.spec.a;
+        let dt = grid_dtype(&self.spec);
         let permute = |vals: Vec<f64>| -> Vec<u16> {
             let mut out = vec![0u16; vals.len()];
             for i in 0..vals.len() {
@@ -268,7 +277,8 @@ impl QuantizedWeights {
                 }
             }
             if normalized {
-                let (a_max, a_min_normal) = (spec.a.max_finite(), pow2(1 - spec.a.exponent_bias()));
+                let gd = grid_dtype(spec);
+                let (a_max, a_min_normal) = (gd.max_finite(), pow2(1 - gd.exponent_bias()));
                 let q_max = spec.b.max_finite().max(-spec.b.min_finite()).max(1.0);
                 for (col, c) in ch.iter_mut().enumerate() {
                     let mags = (0..rows).flat_map(|r| {
@@ -311,7 +321,7 @@ impl QuantizedWeights {
             }
             for (i, v) in grid.iter_mut().enumerate() {
                 *v *= carried;
-                if !round_to_format(*v, spec.a).is_finite() {
+                if !round_to_format(*v, grid_dtype(spec)).is_finite() {
                     return Err(invalid(
                         "scales",
                         format!(
@@ -407,7 +417,7 @@ impl PackedWeights {
             .collect();
         let mut codes = vec![0u8; nk];
         let src = |c: usize| glu_source(spec.epilogue, n, c);
-        for_each_slot(bits, n, k, |word, bit, s, off, nn, kx| {
+        for_each_slot(spec, n, k, |word, bit, s, off, nn, kx| {
             let v = (words[word] >> bit) & ((1 << s) - 1);
             codes[src(nn) * k + kx] |= (v << off) as u8;
         });
@@ -416,7 +426,7 @@ impl PackedWeights {
             codes.iter_mut().for_each(|c| *c ^= xor);
         }
         let rows = groups_of(spec, k);
-        let dt = spec.a;
+        let dt = grid_dtype(spec);
         let on_b = scale_on_b(spec);
         let (want_s, got_s) = if on_b {
             (rows * n, self.scales.len())

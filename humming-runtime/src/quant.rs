@@ -460,7 +460,7 @@ pub(crate) fn scale2_index(spec: &KernelSpec, n_total: usize, n: usize, k: usize
 /// packing is exact (so `PackedWeights::unpack` inverts it) and that the first quantizer handles.
 pub(crate) fn is_integer_classic(spec: &KernelSpec) -> bool {
     spec.b.is_integer()
-        && spec.scale.dtype == spec.a
+        && spec.scale.dtype == humming_spec::layout::grid_dtype(spec)
         && matches!(
             spec.scale.granularity,
             ScaleGranularity::Channel | ScaleGranularity::Group { .. }
@@ -489,15 +489,6 @@ fn zp_name(z: ZeroPoint) -> &'static str {
 /// Checks that `spec` is one the CPU weight code supports (see the module doc): every rule of
 /// `gemm!` ([`humming_spec::check_spec`]), so that weights are only ever built for kernels that exist.
 pub(crate) fn check_spec(spec: &KernelSpec) -> Result<()> {
-    if !spec.a.is_16bit_float() {
-        return Err(invalid(
-            "spec",
-            format!(
-                "activation dtype `{}` is not supported; expected f16 or bf16",
-                spec.a
-            ),
-        ));
-    }
     humming_spec::check_spec(spec).map_err(|e| invalid("spec", e.to_string()))
 }
 

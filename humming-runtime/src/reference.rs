@@ -207,7 +207,8 @@ pub fn round_to<C: Element>(values: &[f64]) -> Vec<C> {
     values.iter().map(|&v| round_value::<C>(v)).collect()
 }
 
-/// [`reference_gemm`] on the kernel's element types: A `[M, K]` of type `A` (the spec's `a`), bias `[N]`
+/// [`reference_gemm`] on the kernel's element types: A `[M, K]` of type `A` (the spec's `a`; for 8-bit
+/// activations C's dtype, quantized per token as a launch does), bias `[N]`
 /// of type `C` (the spec's `c`, as the kernel takes it), and C `[M, N]` rounded from the exact f64
 /// result to `C`. This is the CPU fallback of a launch.
 ///
@@ -221,13 +222,14 @@ pub fn reference_gemm_elements<A: Element, C: Element>(
     bias: Option<&[C]>,
 ) -> Result<Vec<C>> {
     let spec = w.spec();
-    if A::DTYPE != spec.a {
+    let act8 = humming_spec::layout::is_8bit_activation(spec.a);
+    let a_in = if act8 { spec.c } else { spec.a };
+    if A::DTYPE != a_in {
         return Err(invalid(
             "a",
             format!(
-                "element type {} does not match the spec's activation dtype {}",
+                "element type {} does not match the dtype of the spec's A, {a_in}",
                 A::DTYPE,
-                spec.a
             ),
         ));
     }
@@ -242,7 +244,22 @@ pub fn reference_gemm_elements<A: Element, C: Element>(
         ));
     }
     let b = bias.map(to_f64);
-    let out = reference_gemm(w, &to_f64(a), m, b.as_deref())?;
+    let a64 = if act8 {
+        // As a launch does: quantized per token first.
+        let a32: Vec<f32> = a.iter().map(|x| x.to_f64() as f32).collect();
+        let k = w.k();
+        crate::act_quant::quantize_activations(
+            &a32,
+            m,
+            k,
+            spec.a,
+            crate::act_quant::ActScale::PerToken,
+        )?
+        .dequantize()
+    } else {
+        to_f64(a)
+    };
+    let out = reference_gemm(w, &a64, m, b.as_deref())?;
     Ok(round_to(&out))
 }
 

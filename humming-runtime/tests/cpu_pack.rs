@@ -586,3 +586,82 @@ fn device_scales_keep_extremes_in_range() {
     // Unpacking is only defined where packing is exact.
     assert!(p.unpack(&spec).is_err());
 }
+
+/// Kernels with 8-bit activations: the packing round-trips, and the word of channel `n` of a lane in
+/// k16 slab `kk` holds, byte by byte (8-bit codes) or nibble by nibble (4-bit codes, nibbles 0, 1, 4,
+/// 5 of channel tile `nt` even), K = 16 kk + 4 (lane % 4) + i: the `mma.m16n8k32` operand's order.
+#[test]
+fn act8_packing_is_the_k32_operand_order() {
+    // (Unpacking is defined where the scales pack exactly: grids of C's dtype.)
+    for (fields, unpacks) in [
+        (
+            "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
+            true,
+        ),
+        (
+            "a: i8, b: u4, c: bf16, scale: group(64, bf16), zero_point: int",
+            true,
+        ),
+        ("a: i8, b: i8, c: bf16, scale: channel(f32)", false),
+        (
+            "a: e4m3, b: e4m3, c: f16, scale: channel(f32), arch: [sm_90a]",
+            false,
+        ),
+    ] {
+        let spec = ks(fields);
+        let bits = spec.b.bits();
+        let (n, k) = (128, 192);
+        let raw: Vec<u32> = (0..4096u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) & 0x3FFF_FF3F) // (codes below 64: no e4m3 NaN)
+            .collect();
+        let w = weights_from(&spec, n, k, &raw);
+        let p = w.pack().expect("pack");
+        if unpacks {
+            assert_eq!(p.unpack(&spec).expect("unpack"), w, "{fields}");
+        }
+        // Codes c(n, k) = (n + 3k) mod 2^bits, stored offset-binary for signed weights.
+        let xor = if matches!(spec.b, DType::SInt { .. }) {
+            1u8 << (bits - 1)
+        } else {
+            0
+        };
+        let codes: Vec<u8> = (0..n * k)
+            .map(|i| (((i / k) + 3 * (i % k)) % (1 << bits).min(127)) as u8)
+            .collect();
+        let w = QuantizedWeights::from_parts(
+            &spec,
+            n,
+            k,
+            codes.clone(),
+            w.scales().to_vec(),
+            w.zeros().clone(),
+        )
+        .expect("parts");
+        let b = w.pack().expect("pack").b;
+        let words =
+            |i: usize| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+        for (ku, nu, kk, lane, nt) in [
+            (0, 0, 0, 0, 0),
+            (1, 1, 3, 13, 5),
+            (2, 0, 2, 31, 7),
+            (0, 1, 1, 6, 2),
+        ] {
+            let unit = (ku * (n / 64) + nu) * 128 * bits as usize;
+            let ch = nu * 64 + nt * 8 + lane / 4;
+            for i in 0..4 {
+                let kx = ku * 64 + kk * 16 + 4 * (lane % 4) + i;
+                let want = u32::from(codes[ch * k + kx] ^ xor);
+                let got = if bits == 8 {
+                    (words(unit + (kk * 32 + lane) * 8 + nt) >> (8 * i)) & 0xFF
+                } else {
+                    let nib = [0, 1, 4, 5][i] + 2 * (nt % 2);
+                    (words(unit + (kk * 32 + lane) * 4 + nt / 2) >> (4 * nib)) & 0xF
+                };
+                assert_eq!(
+                    got, want,
+                    "{fields}: unit ({ku}, {nu}) slab {kk} lane {lane} nt {nt} byte {i}"
+                );
+            }
+        }
+    }
+}

@@ -135,6 +135,38 @@ params_struct! {
         top_k: i32 => "int",
         /// `moe_grouped_masked`: the rows of A and C reserved per expert (`max_m`); 0 otherwise.
         expert_rows: i32 => "int",
+        /// 8-bit activations: the f32 scale of each row of A, row `i` at `a_scales[i * a_scale_stride]`
+        /// (stride 1 per token, 0 for one static scale); null for 16-bit activations.
+        a_scales: u64 => "const float*",
+        /// Elements between the scales of consecutive rows of A (see `a_scales`).
+        a_scale_stride: i32 => "int",
+    }
+}
+
+params_struct! {
+    /// The argument of an 8-bit-activation kernel's input quantization (`humming_<hash>_quant`, one
+    /// CTA of `ACT_QUANT_THREADS` per row): 16-bit A to codes and f32 scales by the rules of
+    /// `humming_runtime::act_quant`.
+    pub struct ActQuantParams {
+        /// A `[m, lda]` in C's 16-bit dtype, 16-byte aligned rows.
+        a: u64 => "const void*",
+        /// Out: the codes `[m, ldq]` (one byte each).
+        codes: u64 => "void*",
+        /// Out: the scales, `[m]` per token (with a static scale: that scale in every row), or
+        /// `[m, ceil(k / group)]` per group.
+        scales: u64 => "float*",
+        /// Rows.
+        m: i32 => "int",
+        /// Columns (a multiple of 8).
+        k: i32 => "int",
+        /// Row stride of A, in elements (a multiple of 8).
+        lda: i32 => "int",
+        /// Row stride of the codes, in bytes (a multiple of 8).
+        ldq: i32 => "int",
+        /// 0: one scale per row; else the columns of a scale's group along K (a multiple of 64).
+        group: i32 => "int",
+        /// The bits of a static f32 scale (finite, above 0), or 0 for dynamic scales.
+        static_scale: u32 => "float",
     }
 }
 
@@ -220,6 +252,8 @@ constants! {
     MAX_ROUTE_EXPERTS: u32 = 1024 => "kMaxRouteExperts";
     /// Threads of the routing helper's one CTA.
     ROUTE_THREADS: u32 = 1024 => "kRouteThreads";
+    /// Threads of the input quantization's CTA (one row of A each).
+    ACT_QUANT_THREADS: u32 = 256 => "kActQuantThreads";
     /// Bits of A in one mma K step: a scale group spans a whole number of steps, so a group size is a
     /// multiple of `MMA_K_BITS / bits(A)` (16 for 16-bit activations).
     MMA_K_BITS: u32 = 256 => "kMmaKBits";
@@ -255,7 +289,7 @@ pub fn header() -> String {
         s,
         "struct alignas(64) TmaMap {{\n  unsigned long long w[16];\n}};"
     );
-    let structs: [(&str, &[AbiField], usize, usize); 3] = [
+    let structs: [(&str, &[AbiField], usize, usize); 4] = [
         (
             "GemmParams",
             GemmParams::FIELDS,
@@ -273,6 +307,12 @@ pub fn header() -> String {
             CombineParams::FIELDS,
             std::mem::size_of::<CombineParams>(),
             std::mem::align_of::<CombineParams>(),
+        ),
+        (
+            "ActQuantParams",
+            ActQuantParams::FIELDS,
+            std::mem::size_of::<ActQuantParams>(),
+            std::mem::align_of::<ActQuantParams>(),
         ),
     ];
     for (name, fields, size, align) in structs {
@@ -311,7 +351,10 @@ mod tests {
         assert_eq!(f[1].offset, 128);
         let flags = f.iter().find(|f| f.name == "flags").unwrap();
         assert_eq!(flags.offset, 128 + 9 * 8 + 6 * 4);
-        assert_eq!(f.last().unwrap().offset, 128 + 9 * 8 + 8 * 4 + 6 * 8 + 4);
+        assert_eq!(
+            f.last().unwrap().offset,
+            128 + 9 * 8 + 8 * 4 + 6 * 8 + 8 + 8
+        );
         assert!(f.iter().all(|f| !f.doc.is_empty()));
     }
 

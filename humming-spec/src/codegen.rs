@@ -7,7 +7,8 @@
 
 use crate::dtype::DType;
 use crate::layout::{
-    b_scale_group, carried_shift, channel_factor, float4_sign_bits, is_float_weight, scale_on_b,
+    a_bytes, b_scale_group, carried_shift, channel_factor, float4_sign_bits, grid_dtype,
+    is_8bit_activation, is_float_weight, scale_on_b,
 };
 use crate::model::*;
 use crate::resources::{
@@ -17,7 +18,7 @@ use crate::tiles::tiles_of;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-7";
+pub const GENERATOR_VERSION: &str = "humming-codegen-8";
 
 /// The CUDA headers a generated source includes, as `(relative path, contents)`: the reusable
 /// components of `cuda/humming/` and `humming/abi.cuh`, generated from [`crate::abi`]. The build helper
@@ -77,6 +78,14 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../cuda/humming/mainloop_sync.cuh"),
     ),
     (
+        "humming/mainloop_sync8.cuh",
+        include_str!("../../cuda/humming/mainloop_sync8.cuh"),
+    ),
+    (
+        "humming/act_quant.cuh",
+        include_str!("../../cuda/humming/act_quant.cuh"),
+    ),
+    (
         "humming/mainloop_wgmma.cuh",
         include_str!("../../cuda/humming/mainloop_wgmma.cuh"),
     ),
@@ -113,6 +122,12 @@ const HEADERS: &[(&str, &str)] = &[
 /// The name of the entry point of tile configuration `index`.
 pub fn entry_name(spec: &KernelSpec, index: usize) -> String {
     format!("humming_{}_t{index}", spec.hash_hex())
+}
+
+/// The name of the input quantization of a kernel with 8-bit activations (`ActQuantParams`, one CTA of
+/// `ACT_QUANT_THREADS` per row).
+pub fn quant_entry_name(spec: &KernelSpec) -> String {
+    format!("humming_{}_quant", spec.hash_hex())
 }
 
 /// The name of the routing helper of a `moe_indexed` kernel (`RouteParams`, one CTA of
@@ -164,15 +179,37 @@ fn row_policy(layout: Layout) -> &'static str {
     }
 }
 
+/// The code tag of 8-bit activations (`cuda/humming/common.cuh`).
+fn code_tag(a: DType) -> &'static str {
+    match a {
+        DType::E4M3 => "humming::CodeE4M3",
+        DType::E5M2 => "humming::CodeE5M2",
+        _ => "humming::CodeS8",
+    }
+}
+
 /// The activation operand policy of a kernel (`cuda/humming/operand.cuh`).
 fn activation_policy(spec: &KernelSpec) -> String {
-    format!("humming::Act16<{}>", cuda_dtype(spec.a))
+    if is_8bit_activation(spec.a) {
+        format!(
+            "humming::Act8<{}, {}>",
+            cuda_dtype(spec.c),
+            code_tag(spec.a)
+        )
+    } else {
+        format!("humming::Act16<{}>", cuda_dtype(spec.a))
+    }
 }
 
 /// The weight policy of a kernel (`cuda/humming/dequant.cuh`): float codes `eXmY` by moving their bit
 /// fields, integer codes (and the `e0mY` sign-magnitude integers, stored as signed codes) by the
-/// magic-number path.
+/// magic-number path (or, under 8-bit activations, to the activations' code); float codes in the
+/// 8-bit activations' own type as they are.
 fn weight_policy(spec: &KernelSpec) -> String {
+    if is_8bit_activation(spec.a) && spec.b == spec.a && spec.a.is_float() {
+        // W8A8 FP8: the codes are the mma's operand as they are.
+        return "humming::NativeWeights<Quant>".to_string();
+    }
     match spec.b {
         DType::Float { exp, man } if is_float_weight(spec.b) => {
             match float4_sign_bits(spec.a, spec.b) {
@@ -204,6 +241,9 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     let _ = writeln!(s, "// descriptor: {}", spec.canonical());
     let _ = writeln!(s, "// sha256:     {}", hex(&spec.hash()));
     let _ = writeln!(s, "#include \"humming/gemm.cuh\"");
+    if is_8bit_activation(spec.a) {
+        let _ = writeln!(s, "#include \"humming/act_quant.cuh\"");
+    }
     if spec.layout == Layout::MoeIndexed {
         let _ = writeln!(s, "#include \"humming/moe_route.cuh\"");
     }
@@ -212,8 +252,8 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     let _ = writeln!(s, "using Quant = humming::QuantConfig<");
     let _ = writeln!(
         s,
-        "    {},  // A, C and scale element type",
-        cuda_dtype(spec.a)
+        "    {},  // C and scale element type (A's too, for 16-bit activations)",
+        cuda_dtype(grid_dtype(spec))
     );
     let _ = writeln!(s, "    {},  // weight bits", spec.b.bits());
     let _ = writeln!(
@@ -237,7 +277,8 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         channel_factor(spec)
     );
     let _ = writeln!(s, "    {},  // bias", spec.bias);
-    let _ = writeln!(s, "    {}>;", epilogue_kind(spec.epilogue));
+    let _ = writeln!(s, "    {},", epilogue_kind(spec.epilogue));
+    let _ = writeln!(s, "    {}>;  // bytes of an element of A", a_bytes(spec.a));
     let _ = writeln!(
         s,
         "using Act = {};  // the activation operand",
@@ -248,7 +289,7 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         "using Weights = {};  // the weight dequantizer",
         weight_policy(spec)
     );
-    if is_float_weight(spec.b) {
+    if is_float_weight(spec.b) && !is_8bit_activation(spec.a) {
         let _ = writeln!(
             s,
             "static_assert(Weights::kCarried == {}, \"the power of two the scales carry disagrees with humming_spec::layout::carried_shift\");",
@@ -321,6 +362,21 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         );
         let _ = writeln!(s, "  Kernel<Tile{i}>::run(params);");
         let _ = writeln!(s, "}}");
+    }
+    if is_8bit_activation(spec.a) {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "// The input quantization: 16-bit A to the kernel's codes and row (or group) scales."
+        );
+        let _ = writeln!(
+            s,
+            "extern \"C\" __global__ void __launch_bounds__({})\n{}(const __grid_constant__ humming::ActQuantParams params) {{\n  humming::ActQuant<{}, {}>::run(params);\n}}",
+            crate::abi::ACT_QUANT_THREADS,
+            quant_entry_name(spec),
+            cuda_dtype(spec.c),
+            code_tag(spec.a)
+        );
     }
     if spec.layout == Layout::MoeIndexed {
         let _ = writeln!(s);

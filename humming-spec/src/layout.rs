@@ -46,6 +46,38 @@ pub fn float4_sign_bits(a: DType, b: DType) -> Option<[u32; 4]> {
     Some(bits)
 }
 
+/// True for activations the kernel reads as 8-bit codes (`e4m3`, `e5m2`, `i8`) with a scale per row of
+/// A, which the runtime makes from 16-bit A by its input quantization.
+pub fn is_8bit_activation(a: DType) -> bool {
+    !a.is_16bit_float() && a.bits() == 8
+}
+
+/// Bytes of one element of A in the kernel: 2 for 16-bit activations, 1 for 8-bit codes.
+pub fn a_bytes(a: DType) -> u32 {
+    if is_8bit_activation(a) { 1 } else { 2 }
+}
+
+/// The 16-bit dtype of the scale grid on B and of the zero points: A's for 16-bit activations, C's for
+/// 8-bit ones (their codes are the mma's operands; the grid scales their partial sums).
+pub fn grid_dtype(spec: &KernelSpec) -> DType {
+    if spec.a.is_16bit_float() {
+        spec.a
+    } else {
+        spec.c
+    }
+}
+
+/// The K index that position `p` (0..16) of a packed k16 slab holds, for kernels with 8-bit
+/// activations. The packed layout's fragment of a lane (pair `q = 2 nt + r`, value `h`) is that of
+/// `mma.m16n8k16`, at `p = 2 (lane % 4) + 8 r + h`; with 8-bit activations the four values of one
+/// channel in a lane's word become the four bytes of the `mma.m16n8k32` operand at `k = 4 (lane % 4) +
+/// r + 2 h`, which is where ldmatrix puts the activations. A permutation inside each k16 slab, so every
+/// group of 16 or more keeps its columns.
+pub fn act8_k_order(p: usize) -> usize {
+    let (l, r, h) = ((p % 8) / 2, p / 8, p % 2);
+    4 * l + r + 2 * h
+}
+
 // How scales reach the kernel. Whatever the declared scale kinds and dtypes, the device sees at most
 // two arrays: a grid of 16-bit scales in A's dtype that multiplies the dequantized weights (group and
 // block scales, or channel scales with a float offset), and one f32 factor per output channel that
@@ -80,7 +112,7 @@ pub fn b_scale_group(spec: &KernelSpec) -> u32 {
 /// times the carried shift or times the largest weight would leave A's range, or the smallest scale
 /// would fall below A's normal range.
 pub fn normalized_scales(spec: &KernelSpec) -> bool {
-    scale_on_b(spec) && (spec.scale.dtype != spec.a || is_float_weight(spec.b))
+    scale_on_b(spec) && (spec.scale.dtype != grid_dtype(spec) || is_float_weight(spec.b))
 }
 
 /// True if an f32 factor per output channel multiplies C in the epilogue.
@@ -97,7 +129,7 @@ pub fn is_float_weight(b: DType) -> bool {
 /// For float weights: `bias(A) - bias(B)`, the power of two by which B's bits moved into A's layout
 /// undershoot the weight (`w * 2^-shift`); 0 otherwise.
 pub fn float_shift(spec: &KernelSpec) -> i32 {
-    if is_float_weight(spec.b) {
+    if is_float_weight(spec.b) && spec.a.is_16bit_float() {
         spec.a.exponent_bias() - spec.b.exponent_bias()
     } else {
         0
@@ -223,5 +255,16 @@ mod tests {
             }
         }
         assert_eq!(glu_source(Epilogue::Silu, 64, 17), 17);
+    }
+
+    #[test]
+    fn act8_k_order_is_a_permutation_of_each_slab() {
+        let mut seen = [false; 16];
+        for p in 0..16 {
+            seen[act8_k_order(p)] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
+        // Lane 1's word of channel nt: positions 2, 10, 3, 11 (r, h) = (0,0), (1,0), (0,1), (1,1).
+        assert_eq!([2, 10, 3, 11].map(act8_k_order), [4, 5, 6, 7]);
     }
 }

@@ -19,7 +19,9 @@ pub const MAX_TILE_SMEM_BYTES: u32 = 227 * 1024 - STATIC_SMEM_BYTES;
 pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     // Saturating: validation may size absurd tiles (extents up to 65535) before rejecting them.
     let (bm, bn, bk) = (t.block_m as u32, t.block_n as u32, t.block_k as u32);
-    let a = bm.saturating_mul(bk).saturating_mul(2);
+    let a = bm
+        .saturating_mul(bk)
+        .saturating_mul(crate::layout::a_bytes(spec.a));
     let b = bn.saturating_mul(bk).saturating_mul(spec.b.bits()) / 8;
     let rows = scale_rows_per_stage(spec, t);
     let s = rows.saturating_mul(bn).saturating_mul(2);

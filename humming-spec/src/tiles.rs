@@ -104,7 +104,7 @@ pub fn wgmma_allowed(spec: &KernelSpec) -> bool {
 }
 
 /// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
-/// archs (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
+/// archs (with 8-bit activations, those of `mma.sync` warps of 8 or 16 rows) (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
         let tiles = if spec.layout.is_moe() {
@@ -112,9 +112,12 @@ pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
         } else {
             default_tiles(spec.archs)
         };
+        // 8-bit activations: the swap-AB mma.sync tiles (warps of 8 or 16 rows).
+        let act8 = crate::layout::is_8bit_activation(spec.a);
         tiles
             .into_iter()
             .filter(|t| t.mma == Mma::Sync || wgmma_allowed(spec))
+            .filter(|t| !act8 || (t.mma == Mma::Sync && t.warp_m <= 16))
             .filter(|t| ctas_fit(spec, t).is_ok())
             .collect()
     } else {

@@ -5,7 +5,7 @@
 //! tile-shape rules; see `ARCHITECTURE.md`). Two levels are checked:
 //! - the **model**: is this a meaningful quantized GEMM at all ([`check_model`]);
 //! - the **generator**: can this version of the code generator emit a kernel for it
-//!   ([`check_generator`]); e.g. FP8 activations are valid in the model but not generated yet.
+//!   ([`check_generator`]); e.g. 4-bit activations are valid in the model but not generated yet.
 
 use crate::dtype::DType;
 use crate::model::*;
@@ -143,12 +143,13 @@ pub fn validate(decl: &Declaration) -> syn::Result<KernelSpec> {
     // fixing the other fields would not make the declaration buildable.
     if let Some((a, span)) = activation_of(decl)
         && !a.is_16bit_float()
+        && !crate::layout::is_8bit_activation(a)
         && is_model_activation(a)
     {
         return Err(syn::Error::new(
             span,
             format!(
-                "kernels for `{a}` activations are not generated yet (this version generates f16 and bf16 activations)"
+                "kernels for `{a}` activations are not generated yet (this version generates f16, bf16, e4m3, e5m2 and i8 activations)"
             ),
         ));
     }
@@ -259,14 +260,13 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     if a.is_float() {
         match b {
             DType::UInt { bits } | DType::SInt { bits } => {
-                let room = mma.mantissa_bits()
-                    + if spec.zero_point == ZeroPoint::Integer {
-                        1
-                    } else {
-                        2
-                    };
+                // Signed codes have magnitudes up to 2^(bits - 1) (a power of two at the top): one
+                // bit more than the significand; unsigned codes, and codes minus a zero point, need
+                // every bit in the significand.
+                let signed = matches!(b, DType::SInt { .. });
+                let room = mma.mantissa_bits() + if signed { 2 } else { 1 };
                 if bits as u32 > room {
-                    errs.push(sp.b, format!("{bits}-bit integer weights do not fit exactly in `{a}` (at most {room} bits{})", if spec.zero_point == ZeroPoint::Integer { " with a zero point" } else { "" }));
+                    errs.push(sp.b, format!("{bits}-bit integer weights do not fit exactly in `{a}` (at most {room} bits{})", if signed { "" } else if spec.zero_point == ZeroPoint::Integer { " with a zero point" } else { " for unsigned codes" }));
                 }
             }
             DType::Float { exp, man } => {
@@ -492,6 +492,93 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
 }
 
+/// What the generator emits for 8-bit activations (`e4m3`, `e5m2`, `i8`): the dense layout; 4-bit
+/// integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3` weights
+/// under `e4m3`; channel and tensor scales (any dtype, with a secondary scale), group scales of C's
+/// dtype of at least 32; a scale per row of A (per token or one static scale); `mma.sync` tiles of warp
+/// M 8 or 16.
+fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
+    let (a, b, c) = (spec.a, spec.b, spec.c);
+    let not_yet = |what: String| format!("{what} with `{a}` activations is not generated yet");
+    if spec.layout.is_moe() {
+        errs.push(
+            sp.layout,
+            not_yet(format!("the `{}` layout", spec.layout.name())),
+        );
+    }
+    if spec.epilogue.is_glu() {
+        errs.push(
+            sp.epilogue,
+            not_yet(format!("the `{}` epilogue", spec.epilogue.name())),
+        );
+    }
+    let weights_ok = match b {
+        DType::UInt { bits: 4 } | DType::SInt { bits: 4 } => true,
+        DType::SInt { bits: 8 } => a == DType::SInt { bits: 8 },
+        _ => b == a && a.is_float(),
+    };
+    if !weights_ok {
+        errs.push(sp.b, not_yet(format!("`{b}` weights")));
+    }
+    match spec.scale.granularity {
+        ScaleGranularity::Channel | ScaleGranularity::Tensor => {}
+        ScaleGranularity::Group { size } => {
+            if spec.scale.dtype != c {
+                errs.push(
+                    sp.scale_dtype,
+                    not_yet(format!(
+                        "a group scale of `{}` (declare it in C's dtype `{c}`)",
+                        spec.scale.dtype
+                    )),
+                );
+            } else if size < 32 {
+                errs.push(sp.group, not_yet(format!("a group of {size}")));
+            }
+        }
+        ScaleGranularity::Block { .. } => {
+            errs.push(sp.scale, not_yet("a block scale".to_string()));
+        }
+    }
+    if let Some(s2) = spec.scale2
+        && matches!(s2.granularity, ScaleGranularity::Group { .. })
+    {
+        errs.push(sp.scale2, not_yet("a two-level group scale".to_string()));
+    }
+    for (arch, span) in &sp.archs {
+        if arch.capability() < 80 {
+            errs.push(
+                *span,
+                format!(
+                    "the generated kernel needs sm_80 or newer (cp.async); `{}` is not supported",
+                    arch.name()
+                ),
+            );
+        }
+    }
+    for (i, t) in spec.tiles.as_slice().iter().enumerate() {
+        let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
+        if t.mma == Mma::Wgmma {
+            errs.push(span.mma, not_yet("a `wgmma` tile".to_string()));
+        } else if !(t.warp_m == 8 || t.warp_m == 16) || t.warp_n != 64 || t.warp_k != 64 {
+            errs.push(span.warp[0], format!("8-bit activations run on mma.sync warp tiles of M = 8 or 16, N = K = 64; found ({}, {}, {})", t.warp_m, t.warp_n, t.warp_k));
+        } else if t.stages > 6 {
+            errs.push(
+                span.stages,
+                format!(
+                    "the mma.sync kernel supports 2 to 6 stages; found {}",
+                    t.stages
+                ),
+            );
+        } else {
+            let before = errs.len();
+            check_tile_smem(crate::resources::smem_bytes(spec, t), &span, errs);
+            if errs.len() == before {
+                check_tile_occupancy(spec, t, &span, errs);
+            }
+        }
+    }
+}
+
 impl TileSpans {
     /// Every span at `s` (for tiles built without source).
     pub fn all(s: Span) -> TileSpans {
@@ -513,8 +600,12 @@ impl TileSpans {
 /// bias); sm_80 and newer, tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48
 /// or 64) and, for sm_90a, of the `wgmma` kernel (see `check_wgmma_tile`).
 pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
+    if crate::layout::is_8bit_activation(spec.a) {
+        check_generator_8bit(spec, sp, errs);
+        return;
+    }
     if !spec.a.is_16bit_float() {
-        errs.push(sp.a, format!("kernels for `{}` activations are not generated yet (this version generates f16 and bf16 activations)", spec.a));
+        errs.push(sp.a, format!("kernels for `{}` activations are not generated yet (this version generates f16, bf16, e4m3, e5m2 and i8 activations)", spec.a));
         return;
     }
     let two_level_offset =

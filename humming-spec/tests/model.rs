@@ -168,8 +168,28 @@ fn validation_rules() {
             "stages",
         ),
         (
-            "a: e4m3, b: u4, c: bf16, scale: channel(f32), arch: [sm_90a]",
+            "a: i4, b: i4, c: bf16, scale: channel(f32), arch: [sm_90a]",
             "not generated yet",
+        ),
+        (
+            "a: e4m3, b: i4, c: bf16, scale: group(128, bf16), layout: moe_indexed, arch: [sm_90a]",
+            "not generated yet",
+        ),
+        (
+            "a: e4m3, b: i4, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]",
+            "not generated yet",
+        ),
+        (
+            "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
+            "not generated yet",
+        ),
+        (
+            "a: i8, b: u4, c: f16, scale: group(128, f16), tiles: [tile(block = (64, 128, 128), warp = (32, 64, 64))]",
+            "M = 8 or 16",
+        ),
+        (
+            "a: e5m2, b: u4, c: bf16, scale: channel(f32), arch: [sm_90a]",
+            "for unsigned codes",
         ),
         (
             "a: f16, b: u4, layout: moe_indexed, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
@@ -390,6 +410,14 @@ fn generated_cuda_snapshots() {
         (
             "fp8_block_bf16",
             "a: bf16, b: e4m3, scale: block(128, 128, f32)",
+        ),
+        (
+            "w4a8_e4m3_g128",
+            "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
+        ),
+        (
+            "w8a8_int8_channel",
+            "a: i8, b: i8, c: bf16, scale: channel(f32), arch: [sm_80]",
         ),
     ] {
         let s = spec(fields);

@@ -17,8 +17,8 @@ use humming_spec::abi::{
     FLAG_ATOMIC_C, FLAG_CLUSTER_SPLIT_K, FLAG_EARLY_TRIGGER, FLAG_STREAM_K, GemmParams,
     MAX_CLUSTER_SPLITS, MAX_ROUTE_EXPERTS, STATIC_SMEM_BYTES, route_smem_bytes,
 };
-use humming_spec::codegen::{combine_entry_name, entry_name, route_entry_name};
-use humming_spec::layout::c_columns;
+use humming_spec::codegen::{combine_entry_name, entry_name, quant_entry_name, route_entry_name};
+use humming_spec::layout::{c_columns, is_8bit_activation};
 use humming_spec::resources::{atomic_split_k, smem_bytes, staged_epilogue};
 use humming_spec::tiles::tiles_of;
 use humming_spec::{KernelSpec, Layout, Mma};
@@ -44,11 +44,55 @@ pub(super) struct LoadedTile {
 /// between launches). Retired buffers are kept until the `Gemm` is dropped, so that CUDA graphs
 /// captured earlier stay valid.
 #[derive(Default)]
-struct Workspace {
+pub(super) struct Workspace {
     partials: Option<CudaSlice<f32>>,
     tickets: Option<CudaSlice<i32>>,
     retired_f32: Vec<CudaSlice<f32>>,
     retired_i32: Vec<CudaSlice<i32>>,
+    /// 8-bit activations: the codes and row scales `run` quantizes A into.
+    pub(super) act_codes: Option<CudaSlice<u8>>,
+    pub(super) act_scales: Option<CudaSlice<f32>>,
+    retired_u8: Vec<CudaSlice<u8>>,
+}
+
+impl Workspace {
+    /// Makes the activation buffers hold at least `codes` codes and `scales` scales.
+    pub(super) fn grow_activations(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        codes: usize,
+        scales: usize,
+    ) -> Result<()> {
+        grow(
+            stream,
+            &mut self.act_codes,
+            &mut self.retired_u8,
+            codes,
+            1 << 16,
+            "allocating the activation codes",
+        )?;
+        grow(
+            stream,
+            &mut self.act_scales,
+            &mut self.retired_f32,
+            scales,
+            1 << 10,
+            "allocating the activation scales",
+        )
+    }
+
+    /// The device addresses of the activation buffers (0 before they exist).
+    pub(super) fn activation_ptrs(&self, stream: &CudaStream) -> (u64, u64) {
+        let codes = self
+            .act_codes
+            .as_ref()
+            .map_or(0, |b| b.device_ptr(stream).0);
+        let scales = self
+            .act_scales
+            .as_ref()
+            .map_or(0, |b| b.device_ptr(stream).0);
+        (codes, scales)
+    }
 }
 
 /// Makes `slot` a zeroed buffer of at least `len` elements (at least `min`), retiring the old one.
@@ -86,9 +130,11 @@ pub struct Gemm<A: Element, C: Element> {
     source: ModuleSource,
     pub(super) device: DeviceInfo,
     pub(super) options: LaunchOptions,
-    workspace: Mutex<Workspace>,
+    pub(super) workspace: Mutex<Workspace>,
     /// `moe_indexed`: the routing and combine helpers of the module.
     pub(super) helpers: Option<(CudaFunction, CudaFunction)>,
+    /// 8-bit activations: the input quantization of the module.
+    pub(super) quant: Option<CudaFunction>,
     _types: PhantomData<fn(A) -> C>,
 }
 
@@ -229,12 +275,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
         source: &str,
         image: &[u8],
     ) -> Result<Self> {
-        if spec.a != A::DTYPE || spec.c != C::DTYPE {
+        // 8-bit activations: the caller hands in 16-bit A of C's dtype, which `run` quantizes.
+        let a_in = if is_8bit_activation(spec.a) {
+            spec.c
+        } else {
+            spec.a
+        };
+        if a_in != A::DTYPE || spec.c != C::DTYPE {
             return Err(invalid(
                 "spec",
                 format!(
-                    "kernel {name} has a={} c={}, but was loaded as a={} c={}",
-                    spec.a,
+                    "kernel {name} takes A of {a_in} and writes C of {}, but was loaded as a={} c={}",
                     spec.c,
                     A::DTYPE,
                     C::DTYPE
@@ -370,6 +421,15 @@ impl<A: Element, C: Element> Gemm<A, C> {
         } else {
             None
         };
+        let quant = if is_8bit_activation(spec.a) {
+            let entry = quant_entry_name(&spec);
+            Some(module.load_function(&entry).map_err(|e| Error::Driver {
+                context: format!("finding entry {entry} of {name}"),
+                source: e,
+            })?)
+        } else {
+            None
+        };
         let sms = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver_err("reading the multiprocessor count"))? as usize;
@@ -387,6 +447,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             options: LaunchOptions::default(),
             workspace: Mutex::new(Workspace::default()),
             helpers,
+            quant,
             _types: PhantomData,
         })
     }
@@ -744,10 +805,43 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         if m == 0 {
             return Ok(());
         }
+        let a_in = if is_8bit_activation(g.spec.a) {
+            // Per token into the kernel's own buffers (stream-ordered: the launch below reads them).
+            let (codes, scales) = g.quantize_into_workspace(a_ptr, m, k, lda)?;
+            ActInput {
+                ptr: codes,
+                lda: k,
+                bytes: 1,
+                scales,
+            }
+        } else {
+            ActInput {
+                ptr: a_ptr,
+                lda,
+                bytes: 2,
+                scales: 0,
+            }
+        };
+        let (bias_ptr, _rbias) = optional_ptr(bias, stream);
+        self.launch_dense(&a_in, m, w, bias_ptr, c_ptr, ldc)
+    }
+
+    /// The launches of a dense GEMM of `m` rows, after its checks.
+    pub(super) fn launch_dense(
+        &self,
+        a_in: &ActInput,
+        m: usize,
+        w: &DeviceWeights,
+        bias_ptr: u64,
+        c_ptr: u64,
+        ldc: usize,
+    ) -> Result<()> {
+        let g = self.gemm;
+        let stream = &g.stream;
+        let (n, k, lda) = (w.n, w.k, a_in.lda);
         let plan = self.plan(m, n, k);
         let t = &g.tiles[plan.tile_index];
         let wp = w.ptrs(stream);
-        let (bias_ptr, _rbias) = optional_ptr(bias, stream);
         let (ws_ptr, tickets_ptr) = g.workspace_ptrs(&plan)?;
         let tile = plan.tile;
         // grid.y is limited to 65535: launch in chunks of rows (stream-K launches have one chunk).
@@ -762,7 +856,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let mut row = 0usize;
         while row < m {
             let rows = rows_per_launch.min(m - row);
-            let a_rows = a_ptr + (row * lda * 2) as u64;
+            let a_rows = a_in.ptr + (row * lda * a_in.bytes) as u64;
             let a_map = if tile.mma == Mma::Wgmma {
                 driver::encode_a_map(a_rows, rows, k, lda, u32::from(tile.block_m)).map_err(
                     |e| Error::Driver {
@@ -793,6 +887,12 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 flags,
                 experts: 1,
                 top_k: 1,
+                a_scales: if a_in.scales != 0 {
+                    a_in.scales + (row * 4) as u64
+                } else {
+                    0
+                },
+                a_scale_stride: 1,
                 ..GemmParams::default()
             };
             let grid_dim = match plan.stream_k {
@@ -818,6 +918,18 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         }
         Ok(())
     }
+}
+
+/// A of one launch: 16-bit elements, or 8-bit codes with an f32 scale per row.
+pub(super) struct ActInput {
+    /// Device address of the first row.
+    pub(super) ptr: u64,
+    /// Row stride in elements.
+    pub(super) lda: usize,
+    /// Bytes per element.
+    pub(super) bytes: usize,
+    /// 8-bit codes: the device address of the row scales (one f32 per row); 0 otherwise.
+    pub(super) scales: u64,
 }
 
 pub(super) fn flag(on: bool, bit: i32) -> i32 {

@@ -17,6 +17,7 @@
 //! holds every raw CUDA driver and NVRTC call; `nvrtc` the run-time compilation and its cache;
 //! [`Gemm`] and [`Launcher`] are the public API.
 
+mod act8;
 mod driver;
 mod gemm;
 mod moe;
@@ -24,6 +25,7 @@ mod nvrtc;
 mod options;
 pub mod plan;
 
+pub use act8::DeviceActivations;
 pub use driver::{default_stream, driver_err, driver_present};
 pub use gemm::{DeviceWeights, Gemm, Launcher, ModuleSource};
 pub use moe::Routing;

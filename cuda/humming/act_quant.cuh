@@ -1,0 +1,136 @@
+// humming: the input quantization of 8-bit-activation kernels: 16-bit A to codes and f32 scales, bit for
+// bit the rules of humming_runtime::act_quant (its CPU reference). Per cell (a row, or a group of a row
+// along K): amax = max |x|, s = amax / max(code) (or the static scale), inv = 1 / s (0 where s is 0), and
+// each code is x * inv rounded to nearest even and saturated (a -0 is written as +0, as the reference
+// does). One CTA per row: 16-byte loads of A, 8-byte stores of codes.
+#pragma once
+#include "dequant.cuh"
+
+namespace humming {
+
+template <class Code>
+struct CodeEncode;
+
+// Two f32 values to two float codes (lo in byte 0), round to nearest even, saturating.
+template <>
+struct CodeEncode<CodeE4M3> {
+  static constexpr float kMax = 448.0f;
+  __device__ __forceinline__ static u32 pair(float lo, float hi) {
+    u16 d;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+    return d;
+  }
+};
+template <>
+struct CodeEncode<CodeE5M2> {
+  static constexpr float kMax = 57344.0f;
+  __device__ __forceinline__ static u32 pair(float lo, float hi) {
+    u16 d;
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+    return d;
+  }
+};
+template <>
+struct CodeEncode<CodeS8> {
+  static constexpr float kMax = 127.0f;
+  __device__ __forceinline__ static u32 one(float x) {
+    int v;
+    asm("cvt.rni.sat.s32.f32 %0, %1;" : "=r"(v) : "f"(x));
+    v = v > 127 ? 127 : v < -128 ? -128 : v;
+    return static_cast<u32>(v) & 0xFFu;
+  }
+  __device__ __forceinline__ static u32 pair(float lo, float hi) { return one(lo) | one(hi) << 8; }
+};
+
+// Four codes (bytes) with every negative zero (sign bit alone) made +0.
+template <class Code>
+__device__ __forceinline__ u32 positive_zeros(u32 c) {
+  if constexpr (Code::kInt) {
+    return c;
+  } else {
+    const u32 nonzero = ((c & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & 0x80808080u;  // bit 7: the magnitude is not 0
+    return c & (0x7F7F7F7Fu | nonzero);
+  }
+}
+
+template <class T, class Code>
+struct ActQuant {
+  using H = Half2<T>;
+  using E = CodeEncode<Code>;
+  static constexpr int kWarps = kActQuantThreads / 32;
+
+  // The largest |x| of eight values (a 16-byte chunk).
+  __device__ __forceinline__ static float chunk_amax(const uint4& v) {
+    const u32 w[4] = {v.x, v.y, v.z, v.w};
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      m = fmaxf(m, fabsf(H::to_float(static_cast<u16>(w[i] & 0xFFFFu))));
+      m = fmaxf(m, fabsf(H::to_float(static_cast<u16>(w[i] >> 16))));
+    }
+    return m;
+  }
+
+  // The eight codes of a chunk: x * inv in f32, then rounded.
+  __device__ __forceinline__ static uint2 chunk_codes(const uint4& v, float inv) {
+    const u32 w[4] = {v.x, v.y, v.z, v.w};
+    u32 c[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      c[i] = E::pair(H::to_float(static_cast<u16>(w[i] & 0xFFFFu)) * inv, H::to_float(static_cast<u16>(w[i] >> 16)) * inv);
+    }
+    return make_uint2(positive_zeros<Code>(c[0] | c[1] << 16), positive_zeros<Code>(c[2] | c[3] << 16));
+  }
+
+  __device__ __forceinline__ static float warp_max(float m) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    return m;
+  }
+
+  // Codes of columns [c0, c1) of a row (chunks of 8) from `threads` threads, this one `t`.
+  __device__ __forceinline__ static void encode(const u16* a, unsigned char* q, int c0, int c1, int t, int threads,
+                                                float inv) {
+    for (int c = c0 + 8 * t; c < c1; c += 8 * threads) {
+      const uint4 v = *reinterpret_cast<const uint4*>(a + c);
+      *reinterpret_cast<uint2*>(q + c) = chunk_codes(v, inv);
+    }
+  }
+
+  __device__ __forceinline__ static void run(const ActQuantParams& p) {
+    const int row = blockIdx.x;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const u16* a = static_cast<const u16*>(p.a) + static_cast<long long>(row) * p.lda;
+    unsigned char* q = static_cast<unsigned char*>(p.codes) + static_cast<long long>(row) * p.ldq;
+    if (p.group == 0) {
+      float s = p.static_scale;
+      if (!(s > 0.0f)) {
+        float m = 0.0f;
+        for (int c = 8 * t; c < p.k; c += 8 * kActQuantThreads) m = fmaxf(m, chunk_amax(*reinterpret_cast<const uint4*>(a + c)));
+        __shared__ float s_max[kWarps];
+        m = warp_max(m);
+        if (lane == 0) s_max[warp] = m;
+        __syncthreads();
+        m = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) m = fmaxf(m, s_max[w]);
+        s = m / E::kMax;
+      }
+      encode(a, q, 0, p.k, t, kActQuantThreads, s > 0.0f ? 1.0f / s : 0.0f);
+      if (t == 0) p.scales[row] = s;
+    } else {
+      // One warp per group.
+      const int groups = (p.k + p.group - 1) / p.group;
+      for (int g = warp; g < groups; g += kWarps) {
+        const int c0 = g * p.group, c1 = min(p.k, c0 + p.group);
+        float m = 0.0f;
+        for (int c = c0 + 8 * lane; c < c1; c += 8 * 32) m = fmaxf(m, chunk_amax(*reinterpret_cast<const uint4*>(a + c)));
+        const float s = warp_max(m) / E::kMax;
+        encode(a, q, c0, c1, lane, 32, s > 0.0f ? 1.0f / s : 0.0f);
+        if (lane == 0) p.scales[static_cast<long long>(row) * groups + g] = s;
+      }
+    }
+  }
+};
+
+}  // namespace humming

@@ -1,0 +1,349 @@
+//! GPU correctness of 8-bit activations (W4A8, W8A8 FP8 and INT8) and their input quantization.
+//!
+//! - `gpu_act8_quantize_*`: the input-quantization kernel equals `act_quant::quantize_activations`
+//!   bit for bit (codes and scales): e4m3, e5m2 and i8; per token, per group of 128 and 64, and a
+//!   static tensor scale that saturates; a zero row (scale 0, zero codes), rows with outliers.
+//! - `gpu_act8_<format>`: `run` on 16-bit A (quantized per token by the runtime) over M in
+//!   {1, 7, 16, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
+//!   splits and with 3 fixed splits: C poisoned first and guarded, every element written and finite,
+//!   equal over two launches, and within 2e-3 (f16) / 8e-3 (bf16) relative error of the f64
+//!   reference on the same quantized activations (`reference_gemm` of `dequantize()`). Row 0 of A is
+//!   zero and row 1 holds an outlier. The error that activation quantization adds against the
+//!   16-bit product is printed beside it.
+//! - `gpu_act8_static_scale`: `quantize_activations` with a static scale that saturates, then
+//!   `run_quantized`, against the reference of the same codes.
+//!
+//! Without a GPU every test prints that it was skipped and passes.
+
+use half::{bf16, f16};
+use humming::act_quant::{ActScale, quantize_activations};
+use humming::cuda::{Gemm, SplitK};
+use humming::quant::QuantizedWeights;
+use humming::{Element, GemmKernel, reference};
+use std::sync::Arc;
+
+#[path = "../humming-runtime/tests/gpu_common/mod.rs"]
+mod gpu_common;
+use gpu_common::{GUARD, POISON, Rng, gpu_or_skip, quick, seed};
+
+type Stream = Arc<cudarc::driver::CudaStream>;
+
+humming::gemm! {
+    /// W4A8 FP8, GPTQ-style symmetric 4-bit weights, group 128 (sm_89 compile-checked).
+    pub kernel E4I4G128 { a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_89, sm_90a] }
+
+    /// W4A8 FP8, AWQ-style zero points, group 64, bf16 output.
+    pub kernel E4U4Zp { a: e4m3, b: u4, c: bf16, scale: group(64, bf16), zero_point: int, arch: [sm_90a] }
+
+    /// W4A8 FP8, unsigned codes, channel scales with a bias.
+    pub kernel E4U4Ch { a: e4m3, b: u4, c: f16, scale: channel(f32), bias: true, arch: [sm_90a] }
+
+    /// e5m2 activations, symmetric 4-bit weights, group 32.
+    pub kernel E5I4G32 { a: e5m2, b: i4, c: bf16, scale: group(32, bf16), arch: [sm_90a] }
+
+    /// W4A8 INT8, symmetric 4-bit weights, channel scales (sm_80 compiled too).
+    pub kernel S8I4Ch { a: i8, b: i4, c: f16, scale: channel(f32), arch: [sm_80, sm_90a] }
+
+    /// W4A8 INT8 with zero points, group 128.
+    pub kernel S8U4Zp { a: i8, b: u4, c: bf16, scale: group(128, bf16), zero_point: int, arch: [sm_90a] }
+
+    /// W8A8 INT8 (SmoothQuant: channel weight scales, token activation scales) with a bias.
+    pub kernel S8S8Ch { a: i8, b: i8, c: bf16, scale: channel(f32), bias: true, arch: [sm_80, sm_90a] }
+
+    /// W8A8 FP8, channel scales.
+    pub kernel E4E4Ch { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_89, sm_90a] }
+
+    /// W8A8 FP8, a tensor scale, a bias and SiLU.
+    pub kernel E4E4Silu { a: e4m3, b: e4m3, c: f16, scale: tensor(f32), bias: true, epilogue: silu, arch: [sm_90a] }
+}
+
+fn tol<T: Element>() -> f64 {
+    if T::DTYPE == humming::spec::DType::BF16 {
+        8e-3
+    } else {
+        2e-3
+    }
+}
+
+fn random_weights(rng: &mut Rng, n: usize, k: usize) -> Vec<f32> {
+    (0..n * k).map(|_| rng.uniform()).collect()
+}
+
+/// Random A with row 0 zero and an outlier (x64) in row 1.
+fn random_a<T: Element>(rng: &mut Rng, m: usize, k: usize) -> Vec<T> {
+    let mut a: Vec<f32> = (0..m * k).map(|_| rng.uniform()).collect();
+    a[..k].iter_mut().for_each(|x| *x = 0.0);
+    if m > 1 {
+        let j = rng.below(k);
+        a[k + j] = 64.0;
+    }
+    a.iter().map(|&x| T::from_f32(x)).collect()
+}
+
+fn to_f32<T: Element>(a: &[T]) -> Vec<f32> {
+    a.iter().map(|v| v.to_f64() as f32).collect()
+}
+
+/// One launch of `run` on 16-bit A, checked (see the module doc). Returns (error against the
+/// reference of the quantized activations, error of the 16-bit product).
+#[allow(clippy::too_many_arguments)]
+fn case<T: Element>(
+    s: &Stream,
+    gemm: &Gemm<T, T>,
+    w: &QuantizedWeights,
+    dw: &humming::cuda::DeviceWeights,
+    m: usize,
+    rng: &mut Rng,
+    label: &str,
+) -> (f64, f64) {
+    let (n, k) = (w.n(), w.k());
+    let spec = w.spec();
+    let a_host = random_a::<T>(rng, m, k);
+    let bias_host: Option<Vec<T>> = spec
+        .bias
+        .then(|| (0..n).map(|_| T::from_f32(0.5 * rng.uniform())).collect());
+    let a = s.clone_htod(&a_host).expect("upload A");
+    let bias = bias_host.as_ref().map(|b| s.clone_htod(b).expect("bias"));
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        let mut c = s
+            .clone_htod(&vec![T::from_bits(POISON); m * n + 2 * GUARD])
+            .expect("C");
+        {
+            let mut view = c.slice_mut(GUARD..GUARD + m * n);
+            gemm.run(&a, m, dw, bias.as_ref(), &mut view)
+                .unwrap_or_else(|e| panic!("{label}: launch: {e}"));
+        }
+        s.synchronize()
+            .unwrap_or_else(|e| panic!("{label}: kernel failed: {e}"));
+        let host: Vec<T> = s.clone_dtoh(&c).expect("download C");
+        let bits: Vec<u16> = host.iter().map(|v| v.to_bits()).collect();
+        assert!(
+            bits[..GUARD].iter().all(|&b| b == POISON)
+                && bits[GUARD + m * n..].iter().all(|&b| b == POISON),
+            "{label}: a guard around C was overwritten"
+        );
+        outs.push(bits[GUARD..GUARD + m * n].to_vec());
+    }
+    assert!(outs[0] == outs[1], "{label}: two launches differ");
+    let got: Vec<f64> = outs[0].iter().map(|&b| T::from_bits(b).to_f64()).collect();
+    for (i, v) in got.iter().enumerate() {
+        assert!(
+            v.is_finite(),
+            "{label}: C[{}, {}] = {v} (not written or not finite)",
+            i / n,
+            i % n
+        );
+    }
+    let qa = quantize_activations(&to_f32(&a_host), m, k, spec.a, ActScale::PerToken)
+        .expect("quantize A");
+    let b64: Option<Vec<f64>> = bias_host
+        .as_ref()
+        .map(|b| b.iter().map(|v| v.to_f64()).collect());
+    let want = reference::reference_gemm(w, &qa.dequantize(), m, b64.as_deref()).expect("ref");
+    let a64: Vec<f64> = a_host.iter().map(|v| v.to_f64()).collect();
+    let exact = reference::reference_gemm(w, &a64, m, b64.as_deref()).expect("ref");
+    let err = reference::relative_error(&got, &want);
+    assert!(
+        err <= tol::<T>(),
+        "{label}: relative error {err:.3e} against the quantized reference"
+    );
+    // The zero row: C is the epilogue of the bias alone.
+    let zero_row = reference::reference_gemm(w, &vec![0.0; k], 1, b64.as_deref()).expect("ref");
+    for j in 0..n {
+        let d = (got[j] - zero_row[j]).abs();
+        assert!(
+            d <= 1e-2 * (1.0 + zero_row[j].abs()),
+            "{label}: zero row, column {j}: {} vs {}",
+            got[j],
+            zero_row[j]
+        );
+    }
+    (err, reference::relative_error(&want, &exact))
+}
+
+fn suite<T: Element, K: GemmKernel<A = T, C = T>>(name: &str) {
+    let Some(s) = gpu_or_skip(name) else { return };
+    let sd = seed();
+    let mut rng = Rng::new(sd);
+    let mut gemm = Gemm::load::<K>(&s).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+    let shapes: &[(usize, usize)] = if quick() {
+        &[(128, 256)]
+    } else {
+        &[(128, 256), (320, 1024), (128, 320)]
+    };
+    let ms: &[usize] = if quick() {
+        &[1, 33]
+    } else {
+        &[1, 7, 16, 33, 200]
+    };
+    let (mut worst, mut quant_err, mut cases) = (0f64, 0f64, 0);
+    for &(n, k) in shapes {
+        let w = QuantizedWeights::quantize(&K::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
+            .unwrap_or_else(|e| panic!("{name}: quantize: {e}"));
+        let dw = gemm.upload(&w).expect("upload");
+        for split in [
+            SplitK::Auto,
+            SplitK::Fixed(std::num::NonZeroUsize::new(3).unwrap()),
+        ] {
+            let mut o = gemm.options();
+            o.split_k = split;
+            gemm.set_options(o);
+            for &m in ms {
+                let label = format!("{name} N={n} K={k} M={m} {split:?} seed={sd}");
+                let (e, q) = case(&s, &gemm, &w, &dw, m, &mut rng, &label);
+                worst = worst.max(e);
+                quant_err = quant_err.max(q);
+                cases += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{name}: {cases} cases, worst relative error {worst:.2e} against the quantized reference; activation quantization adds up to {quant_err:.2e} against the 16-bit product"
+    );
+}
+
+#[test]
+fn gpu_act8_w4a8_e4m3_i4_g128() {
+    suite::<f16, E4I4G128>("gpu_act8_w4a8_e4m3_i4_g128");
+}
+#[test]
+fn gpu_act8_w4a8_e4m3_u4_zp_bf16() {
+    suite::<bf16, E4U4Zp>("gpu_act8_w4a8_e4m3_u4_zp_bf16");
+}
+#[test]
+fn gpu_act8_w4a8_e4m3_u4_channel_bias() {
+    suite::<f16, E4U4Ch>("gpu_act8_w4a8_e4m3_u4_channel_bias");
+}
+#[test]
+fn gpu_act8_e5m2_i4_g32() {
+    suite::<bf16, E5I4G32>("gpu_act8_e5m2_i4_g32");
+}
+#[test]
+fn gpu_act8_w4a8_i8_i4_channel() {
+    suite::<f16, S8I4Ch>("gpu_act8_w4a8_i8_i4_channel");
+}
+#[test]
+fn gpu_act8_w4a8_i8_u4_zp() {
+    suite::<bf16, S8U4Zp>("gpu_act8_w4a8_i8_u4_zp");
+}
+#[test]
+fn gpu_act8_w8a8_int8_bias() {
+    suite::<bf16, S8S8Ch>("gpu_act8_w8a8_int8_bias");
+}
+#[test]
+fn gpu_act8_w8a8_fp8_channel() {
+    suite::<bf16, E4E4Ch>("gpu_act8_w8a8_fp8_channel");
+}
+#[test]
+fn gpu_act8_w8a8_fp8_tensor_silu() {
+    suite::<f16, E4E4Silu>("gpu_act8_w8a8_fp8_tensor_silu");
+}
+
+/// The device quantization of `a` equals the CPU's bit for bit.
+fn quantize_case<T: Element, K: GemmKernel<A = T, C = T>>(
+    s: &Stream,
+    gemm: &Gemm<T, T>,
+    a_host: &[T],
+    m: usize,
+    k: usize,
+    how: ActScale,
+    label: &str,
+) {
+    let a = s.clone_htod(a_host).expect("A");
+    let dev = gemm
+        .quantize_activations(&a, m, k, k, how)
+        .unwrap_or_else(|e| panic!("{label}: {e}"))
+        .to_host()
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let cpu = quantize_activations(&to_f32(a_host), m, k, K::DESCRIPTOR.a, how).expect("cpu");
+    assert_eq!(dev.scales.len(), cpu.scales.len(), "{label}: scales");
+    for (i, (d, c)) in dev.scales.iter().zip(&cpu.scales).enumerate() {
+        assert_eq!(d.to_bits(), c.to_bits(), "{label}: scale {i}: {d} vs {c}");
+    }
+    for (i, (d, c)) in dev.codes.iter().zip(&cpu.codes).enumerate() {
+        assert_eq!(d, c, "{label}: code {i} (row {}, column {})", i / k, i % k);
+    }
+}
+
+fn quantize_suite<T: Element, K: GemmKernel<A = T, C = T>>(name: &str) {
+    let Some(s) = gpu_or_skip(name) else { return };
+    let sd = seed();
+    let mut rng = Rng::new(sd);
+    let gemm = Gemm::load::<K>(&s).unwrap_or_else(|e| panic!("{name}: load: {e}"));
+    for &(m, k) in &[(1usize, 64usize), (5, 1024), (37, 4096), (300, 320)] {
+        let mut a = random_a::<T>(&mut rng, m, k);
+        // Values across the binades, and a row far beyond a static scale's range.
+        for (i, v) in a.iter_mut().enumerate().skip(k) {
+            if i % 7 == 0 {
+                *v = T::from_f32(rng.uniform() * 2f32.powi(rng.below(20) as i32 - 10));
+            }
+        }
+        for how in [
+            ActScale::PerToken,
+            ActScale::PerGroup(128),
+            ActScale::PerGroup(64),
+            ActScale::Tensor(1.0 / 1024.0),
+            ActScale::Tensor(0.37),
+        ] {
+            let label = format!("{name} M={m} K={k} {how:?} seed={sd}");
+            quantize_case::<T, K>(&s, &gemm, &a, m, k, how, &label);
+        }
+    }
+    eprintln!("{name}: pass");
+}
+
+#[test]
+fn gpu_act8_quantize_e4m3_f16() {
+    quantize_suite::<f16, E4I4G128>("gpu_act8_quantize_e4m3_f16");
+}
+#[test]
+fn gpu_act8_quantize_e4m3_bf16() {
+    quantize_suite::<bf16, E4U4Zp>("gpu_act8_quantize_e4m3_bf16");
+}
+#[test]
+fn gpu_act8_quantize_e5m2() {
+    quantize_suite::<bf16, E5I4G32>("gpu_act8_quantize_e5m2");
+}
+#[test]
+fn gpu_act8_quantize_i8() {
+    quantize_suite::<f16, S8I4Ch>("gpu_act8_quantize_i8");
+}
+
+#[test]
+fn gpu_act8_static_scale() {
+    let name = "gpu_act8_static_scale";
+    let Some(s) = gpu_or_skip(name) else { return };
+    let sd = seed();
+    let mut rng = Rng::new(sd);
+    let gemm = Gemm::<f16, f16>::load::<E4I4G128>(&s).expect("load");
+    let (m, n, k) = (24, 256, 512);
+    let w =
+        QuantizedWeights::quantize(&E4I4G128::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
+            .expect("quantize");
+    let dw = gemm.upload(&w).expect("upload");
+    let a_host = random_a::<f16>(&mut rng, m, k);
+    let a = s.clone_htod(&a_host).expect("A");
+    // 1/256: values above 448/256 = 1.75 saturate (the outlier of row 1).
+    let how = ActScale::Tensor(1.0 / 256.0);
+    let qa = gemm
+        .quantize_activations(&a, m, k, k, how)
+        .expect("quantize");
+    let mut c = s
+        .clone_htod(&vec![f16::from_bits(POISON); m * n])
+        .expect("C");
+    gemm.run_quantized(&qa, &dw, None, &mut c).expect("run");
+    let got: Vec<f64> = s
+        .clone_dtoh(&c)
+        .expect("C")
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
+    assert!(got.iter().all(|v| v.is_finite()), "{name}: C not written");
+    let cpu = quantize_activations(&to_f32(&a_host), m, k, E4I4G128::DESCRIPTOR.a, how).expect("q");
+    assert!(cpu.codes.contains(&0x7E), "{name}: no code saturated");
+    let want = reference::reference_gemm(&w, &cpu.dequantize(), m, None).expect("ref");
+    let err = reference::relative_error(&got, &want);
+    assert!(err <= 2e-3, "{name}: relative error {err:.3e} (seed {sd})");
+    eprintln!("{name}: relative error {err:.2e}");
+}

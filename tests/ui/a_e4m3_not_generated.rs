@@ -1,5 +1,0 @@
-humming::gemm! {
-    pub kernel W { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a] }
-}
-
-fn main() {}
