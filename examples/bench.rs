@@ -57,10 +57,13 @@
 use clap::{Parser, ValueEnum};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaSlice, CudaStream};
+use humming::act_quant::{ActScale, quantize_activations};
 use humming::cuda::{
-    self, DeviceWeights, Gemm, KReduction, LaunchOptions, Launcher, ModuleSource, Reduction,
+    self, DeviceActivations, DeviceWeights, Gemm, KReduction, LaunchOptions, Launcher,
+    ModuleSource, Reduction,
 };
 use humming::half::{bf16, f16};
+use humming::spec::layout::is_8bit_activation;
 use humming::spec::{DType, KernelSpec, ScaleGranularity};
 use humming::{Element, GemmKernel};
 use std::path::{Path, PathBuf};
@@ -94,6 +97,16 @@ humming::gemm! {
 
     /// MXFP6: e2m3 weights, a ue8m0 scale per 32 along K.
     pub kernel Mxfp6 { a: f16, b: e2m3, scale: group(32, ue8m0) }
+
+    /// W4A8 FP8: e4m3 activations (quantized per token by the runtime), symmetric 4-bit weights,
+    /// group 128 (humming-kernels' "w4a8_uint4g128_fp8e4m3_tok").
+    pub kernel W4A8 { a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a] }
+
+    /// W4A8 INT8: i8 activations per token, symmetric 4-bit weights, group 128 ("w4a8_uint4g128_int8_tok").
+    pub kernel W4A8Int8 { a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a] }
+
+    /// W8A8 FP8: e4m3 weights with a channel scale, e4m3 activations per token ("w8a8_fp8e4m3_channel_tok").
+    pub kernel W8A8Fp8 { a: e4m3, b: e4m3, c: f16, scale: channel(f32), arch: [sm_90a] }
 
     /// GGUF Q4_K: 4-bit codes, 6-bit integer scales and mins per 32 along K under f16 factors per
     /// 256 (`d · sc · q − dmin · m`). humming-kernels has no counterpart.
@@ -137,6 +150,15 @@ enum Kernel {
     /// (no humming-kernels counterpart).
     #[value(name = "q4_k")]
     Q4K,
+    /// `a: e4m3, b: i4, c: f16, scale: group(128, f16)` (W4A8 FP8).
+    #[value(name = "w4a8")]
+    W4a8,
+    /// `a: i8, b: i4, c: f16, scale: group(128, f16)` (W4A8 INT8).
+    #[value(name = "w4a8_int8")]
+    W4a8Int8,
+    /// `a: e4m3, b: e4m3, c: f16, scale: channel(f32)` (W8A8 FP8).
+    #[value(name = "w8a8_fp8")]
+    W8a8Fp8,
 }
 
 impl Kernel {
@@ -151,6 +173,9 @@ impl Kernel {
             Kernel::Mxfp8 => "mxfp8",
             Kernel::Mxfp6 => "mxfp6",
             Kernel::Q4K => "q4_k",
+            Kernel::W4a8 => "w4a8",
+            Kernel::W4a8Int8 => "w4a8_int8",
+            Kernel::W8a8Fp8 => "w8a8_fp8",
         }
     }
     fn spec(self) -> KernelSpec {
@@ -164,6 +189,9 @@ impl Kernel {
             Kernel::Mxfp8 => Mxfp8::DESCRIPTOR,
             Kernel::Mxfp6 => Mxfp6::DESCRIPTOR,
             Kernel::Q4K => Q4K::DESCRIPTOR,
+            Kernel::W4a8 => W4A8::DESCRIPTOR,
+            Kernel::W4a8Int8 => W4A8Int8::DESCRIPTOR,
+            Kernel::W8a8Fp8 => W8A8Fp8::DESCRIPTOR,
         }
     }
 }
@@ -345,6 +373,14 @@ where
         .iter()
         .flat_map(|&r| a_host[r * k..(r + 1) * k].iter().map(|v| v.to_f64()))
         .collect();
+    // 8-bit activations: the reference of the codes the runtime makes (per token, so the checked
+    // rows alone give the same codes).
+    let a_check = if is_8bit_activation(spec.a) {
+        let a32: Vec<f32> = a_check.iter().map(|&v| v as f32).collect();
+        quantize_activations(&a32, rows.len(), k, spec.a, ActScale::PerToken)?.dequantize()
+    } else {
+        a_check
+    };
     let want = humming::reference_gemm(&q, &a_check, rows.len(), None)?;
     let t_ref = t0.elapsed().as_secs_f64() - t_quant;
 
@@ -496,6 +532,30 @@ where
         );
     }
 
+    // 8-bit activations: the GEMM on codes quantized beforehand, and the quantization alone.
+    let (ours_prequantized, quantize) = if is_8bit_activation(gemm.spec().a) {
+        let mut qa: Vec<DeviceActivations> = (0..copies)
+            .map(|i| gemm.quantize_activations(&a[i], m, k, k, ActScale::PerToken))
+            .collect::<Result<_, _>>()?;
+        let pre = time_launches(env, copies, |i| {
+            Ok(ours_launcher.run_quantized(&qa[i], &weights[i], None, &mut c[i])?)
+        })?;
+        let quant = time_launches(env, copies, |i| {
+            Ok(gemm.quantize_activations_into(&a[i], m, k, k, ActScale::PerToken, &mut qa[i])?)
+        });
+        println!(
+            "    {n}x{k} M={m}: on quantized activations {:.2} us; quantization alone {}",
+            pre.median_us,
+            quant.as_ref().map_or("not timed".to_string(), |t| format!(
+                "{:.2} us",
+                t.median_us
+            ))
+        );
+        (Some(pre), quant.ok())
+    } else {
+        (None, None)
+    };
+
     let (cublas, rel_err_vs_cublas) = match &env.blas {
         Some(blas) => {
             let w_fp = &case.w_fp;
@@ -540,6 +600,8 @@ where
         atomic_f16: atomic,
         ours_atomic_f16,
         rel_err_atomic_f16,
+        ours_prequantized,
+        quantize,
         rel_err: finite(rel_err),
         checked_rows: checked.iter().map(|&(_, r)| r).collect(),
         tolerance: tol,
@@ -710,6 +772,9 @@ fn run(args: &Args) -> Res<ExitCode> {
                 Kernel::Mxfp8 => bench_kernel::<Mxfp8, f16>(&env, kernel, shape, &w, &a),
                 Kernel::Mxfp6 => bench_kernel::<Mxfp6, f16>(&env, kernel, shape, &w, &a),
                 Kernel::Q4K => bench_kernel::<Q4K, f16>(&env, kernel, shape, &w, &a),
+                Kernel::W4a8 => bench_kernel::<W4A8, f16>(&env, kernel, shape, &w, &a),
+                Kernel::W4a8Int8 => bench_kernel::<W4A8Int8, f16>(&env, kernel, shape, &w, &a),
+                Kernel::W8a8Fp8 => bench_kernel::<W8A8Fp8, f16>(&env, kernel, shape, &w, &a),
             };
             match rows {
                 Ok(rows) => report.rows.extend(rows),

@@ -4,7 +4,7 @@
 //!   bit for bit (codes and scales): e4m3, e5m2 and i8; per token, per group of 128 and 64, and a
 //!   static tensor scale that saturates; a zero row (scale 0, zero codes), rows with outliers.
 //! - `gpu_act8_<format>`: `run` on 16-bit A (quantized per token by the runtime) over M in
-//!   {1, 7, 16, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
+//!   {1, 7, 16, 20, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
 //!   splits and with 3 fixed splits: C poisoned first and guarded, every element written and finite,
 //!   equal over two launches, and within 2e-3 (f16) / 8e-3 (bf16) relative error of the f64
 //!   reference on the same quantized activations (`reference_gemm` of `dequantize()`). Row 0 of A is
@@ -175,7 +175,7 @@ fn suite<T: Element, K: GemmKernel<A = T, C = T>>(name: &str) {
     let ms: &[usize] = if quick() {
         &[1, 33]
     } else {
-        &[1, 7, 16, 33, 200]
+        &[1, 7, 16, 20, 33, 200]
     };
     let (mut worst, mut quant_err, mut cases) = (0f64, 0f64, 0);
     for &(n, k) in shapes {

@@ -457,6 +457,26 @@ struct IntWeights {
     return Code::kInt ? 1.0f : pow2f(Code::kUnitExp);
   }
 
+  // 8-bit activations, offset folding: 4-bit codes go to the mma as they are (unsigned: u8 under s8, the
+  // normalized integer c * 2^-9 under e4m3, exact for c < 16) and the zero point's term z * sum(a), equal
+  // for every channel but for z, comes from one extra mma per slab (mainloop_sync8.cuh). Not under e5m2,
+  // whose normalized integers stop at 8.
+  template <class Code>
+  __host__ __device__ static constexpr bool folds() {
+    return Q::kBits == 4 && (Code::kInt || Code::kE4M3);
+  }
+
+  // The zero point of channel nt * 8 + lane / 4 (0..7) of a slab (2^(bits - 1) for signed codes, 0
+  // for unsigned codes without one).
+  __device__ __forceinline__ static float zero(const Slab& s, int nt) {
+    if constexpr (Q::kZp == ZeroPointKind::kInteger) {
+      const u32 zw = s.zw[nt >> 1];
+      return Half2<typename Q::T>::to_float(static_cast<u16>((nt & 1) != 0 ? zw >> 16 : zw & 0xFFFFu));
+    } else {
+      return Q::kSigned ? static_cast<float>(1 << (Q::kBits - 1)) : 0.0f;
+    }
+  }
+
   // 8-bit activations: the slab's codes as the mma's operand, b[nt] = the four codes of channel
   // nt * 8 + lane / 4 in the packed K order of 8-bit kernels (humming_spec::layout::act8_k_order), whose
   // byte i is the mma's k 4 (lane % 4) + i. Each byte becomes v = code - zero point (the zero point, or
@@ -468,6 +488,31 @@ struct IntWeights {
     static_assert(Q::kBits == 4 || (Q::kBits == 8 && Code::kInt && Q::kSigned),
                   "8-bit activations take 4-bit codes, or signed 8-bit codes with s8");
     u32 u[8];  // the codes of channel nt * 8 + lane / 4, one per byte
+    codes(s, u);
+    if constexpr (folds<Code>()) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) b[nt] = u[nt];
+      return;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      u32 zz = (Q::kSigned ? 1u << (Q::kBits - 1) : 0u) * 0x01010101u;
+      if constexpr (Q::kZp == ZeroPointKind::kInteger) zz = static_cast<u32>(zero(s, nt)) * 0x01010101u;
+      if constexpr (Code::kInt && Q::kBits == 8) {
+        b[nt] = u[nt] ^ 0x80808080u;  // offset binary to two's complement
+      } else if constexpr (Code::kInt) {
+        b[nt] = ((u[nt] | 0x80808080u) - zz) ^ 0x80808080u;
+      } else {
+        const u32 t = (u[nt] | 0x10101010u) - zz;                  // 16 + c - z, 1..31
+        const u32 neg = ((t >> 4) & 0x01010101u) ^ 0x01010101u;     // 1 where c < z
+        const u32 mag = ((t & 0x0F0F0F0Fu) ^ (neg * 0x0Fu)) + neg;  // |c - z|
+        b[nt] = mag | (neg << 7);
+      }
+    }
+  }
+
+  // The codes of the slab, one per byte: u[nt] = the four codes of channel nt * 8 + lane / 4.
+  __device__ __forceinline__ static void codes(const Slab& s, u32 (&u)[8]) {
     if constexpr (Q::kBits == 4) {
       // Word m holds pairs 4m .. 4m + 3: nibbles 0, 1, 4, 5 are channel nt = 2m, nibbles 2, 3, 6, 7 nt = 2m + 1.
 #pragma unroll
@@ -479,25 +524,6 @@ struct IntWeights {
     } else {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) u[nt] = s.w[nt];
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      u32 zz = (Q::kSigned ? 1u << (Q::kBits - 1) : 0u) * 0x01010101u;
-      if constexpr (Q::kZp == ZeroPointKind::kInteger) {
-        const u32 zw = s.zw[nt >> 1];
-        const float z = Half2<typename Q::T>::to_float(static_cast<u16>((nt & 1) != 0 ? zw >> 16 : zw & 0xFFFFu));
-        zz = static_cast<u32>(z) * 0x01010101u;
-      }
-      if constexpr (Code::kInt && Q::kBits == 8) {
-        b[nt] = u[nt] ^ 0x80808080u;  // offset binary to two's complement
-      } else if constexpr (Code::kInt) {
-        b[nt] = ((u[nt] | 0x80808080u) - zz) ^ 0x80808080u;
-      } else {
-        const u32 t = (u[nt] | 0x10101010u) - zz;                  // 16 + c - z, 1..31
-        const u32 neg = ((t >> 4) & 0x01010101u) ^ 0x01010101u;     // 1 where c < z
-        const u32 mag = ((t & 0x0F0F0F0Fu) ^ (neg * 0x0Fu)) + neg;  // |c - z|
-        b[nt] = mag | (neg << 7);
-      }
     }
   }
 };
@@ -520,6 +546,11 @@ struct NativeWeights {
   __host__ __device__ static constexpr float unit() {
     return 1.0f;
   }
+  template <class Code>
+  __host__ __device__ static constexpr bool folds() {
+    return false;
+  }
+  __device__ __forceinline__ static float zero(const Slab&, int) { return 0.0f; }
   template <class Code>
   __device__ __forceinline__ static void bytes(const Slab& s, u32 (&b)[8]) {
 #pragma unroll

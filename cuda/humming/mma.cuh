@@ -78,10 +78,21 @@ __device__ __forceinline__ void mma_16816_zero(float (&d)[4], const u32 (&a)[4],
 // d = A * B (+ d when kAcc) for one m16n8k32 tile of 8-bit codes: A 4 registers (row-major fragment: a0
 // row lane/4, k 4 (lane%4) .. + 3; a1 row + 8; a2, a3 k + 16), B 2 registers (b0 k 4 (lane%4) .. + 3 of
 // column lane/4; b1 k + 16), d as mma_16816. e4m3 / e5m2 accumulate in f32 (sm_89+), s8 in s32.
-template <class Code, bool kAcc>
+// kUnsignedA: A holds u8 codes (s8 codes only).
+template <class Code, bool kAcc, bool kUnsignedA = false>
 __device__ __forceinline__ void mma_k32(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   static_assert(Code::kInt, "s8 codes accumulate in s32");
-  if constexpr (kAcc) {
+  if constexpr (kUnsignedA && kAcc) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else if constexpr (kUnsignedA) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%10, %10, %10, %10};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+  } else if constexpr (kAcc) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                  "{%0, %1, %2, %3};\n"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
@@ -94,7 +105,7 @@ __device__ __forceinline__ void mma_k32(int (&d)[4], const u32 (&a)[4], u32 b0, 
   }
 }
 
-template <class Code, bool kAcc>
+template <class Code, bool kAcc, bool kUnsignedA = false>
 __device__ __forceinline__ void mma_k32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   static_assert(!Code::kInt, "float codes accumulate in f32");
   const float z = 0.0f;

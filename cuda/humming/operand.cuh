@@ -94,10 +94,11 @@ struct Act8 {
     }
   }
 
-  // d = a * (b0, b1) (+ d when kAcc).
-  template <bool kAcc>
+  // d = a * (b0, b1) (+ d when kAcc); kUnsignedA: a holds unsigned codes (u8 under s8; for float codes
+  // the positive normalized integers are codes of the type itself).
+  template <bool kAcc, bool kUnsignedA = false>
   __device__ __forceinline__ static void mma(Part (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    mma_k32<Code, kAcc>(d, a, b0, b1);
+    mma_k32<Code, kAcc, kUnsignedA && Code::kInt>(d, a, b0, b1);
   }
 
   // A scale of the grid on B (C's type) to f32.

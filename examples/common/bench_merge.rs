@@ -527,6 +527,8 @@ mod tests {
             atomic_f16: false,
             ours_atomic_f16: None,
             rel_err_atomic_f16: None,
+            ours_prequantized: None,
+            quantize: None,
             cublas: Some(stats(20.0)),
             speedup_vs_cublas: Some(2.0),
             floor_pct: 50.0,

@@ -93,6 +93,12 @@ pub struct Row {
     pub ours_atomic_f16: Option<Stats>,
     #[serde(default)]
     pub rel_err_atomic_f16: Option<f64>,
+    /// 8-bit activations: the launches on activations quantized beforehand (`run_quantized`), and
+    /// the input quantization alone; `ours` includes it.
+    #[serde(default)]
+    pub ours_prequantized: Option<Stats>,
+    #[serde(default)]
+    pub quantize: Option<Stats>,
     pub cublas: Option<Stats>,
     /// cuBLAS time / our time.
     pub speedup_vs_cublas: Option<f64>,

@@ -54,6 +54,32 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
     tiles
 }
 
+/// The default tiles of 8-bit activations, in selection order: their main loop runs on swap-AB warps
+/// of 8 or 16 rows, so the tiles of more rows stack such warps along M (each dequantizes its channels'
+/// weights, which the CTA reads from DRAM once for all its rows):
+///
+/// - [`default_tiles`]' (8, 128, 256), (16, 128, 256) and its two-CTA twin;
+/// - (32, 128, 128) (two warps along M and two along K), (64, 128, 64) (four along M) and
+///   (128, 64, 64) (eight along M, one 64-channel warp along N).
+pub fn act8_default_tiles(archs: ArchSet) -> Vec<TileConfig> {
+    let t = |bm: u16, bn: u16, bk: u16, st: u8| TileConfig {
+        block_m: bm,
+        block_n: bn,
+        block_k: bk,
+        warp_m: 16,
+        warp_n: 64,
+        warp_k: 64,
+        stages: st,
+        mma: Mma::Sync,
+        ctas_per_sm: 0,
+    };
+    default_tiles(archs)
+        .into_iter()
+        .filter(|t| t.mma == Mma::Sync && t.warp_m <= 16)
+        .chain([t(32, 128, 128, 4), t(64, 128, 64, 4), t(128, 64, 64, 4)])
+        .collect()
+}
+
 /// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and
 /// a short K per tile, so its tiles run two to four CTAs per SM, which hide each other's pipeline
 /// fill, barriers and epilogue:
@@ -104,7 +130,7 @@ pub fn wgmma_allowed(spec: &KernelSpec) -> bool {
 }
 
 /// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
-/// archs (with 8-bit activations, those of `mma.sync` warps of 8 or 16 rows) (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
+/// archs ([`moe_default_tiles`] for a MoE layout, [`act8_default_tiles`] for 8-bit activations) (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
         let tiles = if spec.layout.is_moe() {
@@ -112,12 +138,14 @@ pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
         } else {
             default_tiles(spec.archs)
         };
-        // 8-bit activations: the swap-AB mma.sync tiles (warps of 8 or 16 rows).
-        let act8 = crate::layout::is_8bit_activation(spec.a);
+        let tiles = if crate::layout::is_8bit_activation(spec.a) {
+            act8_default_tiles(spec.archs)
+        } else {
+            tiles
+        };
         tiles
             .into_iter()
             .filter(|t| t.mma == Mma::Sync || wgmma_allowed(spec))
-            .filter(|t| !act8 || (t.mma == Mma::Sync && t.warp_m <= 16))
             .filter(|t| ctas_fit(spec, t).is_ok())
             .collect()
     } else {

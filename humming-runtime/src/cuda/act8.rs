@@ -152,6 +152,45 @@ impl<A: Element, C: Element> Gemm<A, C> {
         Ok(out)
     }
 
+    /// [`Gemm::quantize_activations`] into `out`'s buffers (no allocation, so it can be captured in a
+    /// CUDA graph). Errors as there, and `out` when its buffers hold fewer than `m * k` codes or
+    /// than the scales of `granularity`.
+    pub fn quantize_activations_into<Ab: DevicePtr<A>>(
+        &self,
+        a: &Ab,
+        m: usize,
+        k: usize,
+        lda: usize,
+        granularity: ActScale,
+        out: &mut DeviceActivations,
+    ) -> Result<()> {
+        self.quant_function()?;
+        let (n_scales, _, _) = scale_layout(m, k, granularity)?;
+        if out.codes.len() < m * k || out.scales.len() < n_scales {
+            return Err(invalid(
+                "out",
+                format!(
+                    "its buffers hold {} codes and {} scales; {m} x {k} activations need {} and {n_scales}",
+                    out.codes.len(),
+                    out.scales.len(),
+                    m * k
+                ),
+            ));
+        }
+        let s = &self.stream;
+        {
+            let (a_ptr, _ra) = a.device_ptr(s);
+            let (q_ptr, _rq) = out.codes.device_ptr_mut(s);
+            let (s_ptr, _rs) = out.scales.device_ptr_mut(s);
+            self.launch_quant(a_ptr, a.len(), m, k, lda, granularity, q_ptr, s_ptr)?;
+        }
+        out.dtype = self.spec.a;
+        out.m = m;
+        out.k = k;
+        out.granularity = granularity;
+        Ok(())
+    }
+
     /// `run`'s quantization: per token, into the kernel's own buffers; returns their addresses.
     pub(super) fn quantize_into_workspace(
         &self,

@@ -695,8 +695,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         plan_launch(&g.infos, &g.device, &self.options, (m, n, k))
     }
 
-    /// Makes sure the split-K workspace covers launches of every M from 1 to `max_m` rows of an
-    /// `[n, k]` weight with these settings (sized as if no launch summed in a cluster), so that no
+    /// Makes sure the split-K workspace (and, for 8-bit activations, the buffers `run` quantizes A
+    /// into) covers launches of every M from 1 to `max_m` rows of an `[n, k]` weight with these settings (sized as if no launch summed in a cluster), so that no
     /// allocation happens later: needed before capturing launches into a CUDA graph.
     ///
     /// Errors: `max_m`, `n` or `k` of 2^31 or more ([`Error::InvalidArgument`]), or the allocation
@@ -719,7 +719,18 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             need.workspace_floats = need.workspace_floats.max(p.workspace_floats);
             need.tickets = need.tickets.max(p.tickets);
         }
-        g.workspace_ptrs(&need).map(|_| ())
+        g.workspace_ptrs(&need)?;
+        if is_8bit_activation(g.spec.a) {
+            // The buffers `run` quantizes A into.
+            let mut ws = g.workspace.lock().map_err(|_| {
+                invalid(
+                    "workspace",
+                    "the activation buffers' lock was poisoned by a panic",
+                )
+            })?;
+            ws.grow_activations(&g.stream, max_m.max(1) * k, max_m.max(1))?;
+        }
+        Ok(())
     }
 
     /// `C = A · Bᵀ` for contiguous row-major `A [m, K]` and `C [m, N]`. See [`Launcher::run_strided`].

@@ -44,6 +44,39 @@ humming_4d6bb16b603b078301730debc64e119a_t1(const __grid_constant__ humming::Gem
   Kernel<Tile1>::run(params);
 }
 
+// tile 2: b32x128x128w16x64x64s4, 256 threads, 81920 bytes of shared memory
+using Tile2 = humming::Tile<32, 128, 128, 16, 64, 64, 4, false, 0>;
+static_assert(Kernel<Tile2>::kSmemBytes == 81920u, "shared memory disagrees with the Rust resource model");
+static_assert(Kernel<Tile2>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
+static_assert(Kernel<Tile2>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
+static_assert(Kernel<Tile2>::kLaunchThreads == 256, "threads disagrees with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(256, 1)
+humming_4d6bb16b603b078301730debc64e119a_t2(const __grid_constant__ humming::GemmParams params) {
+  Kernel<Tile2>::run(params);
+}
+
+// tile 3: b64x128x64w16x64x64s4, 256 threads, 49152 bytes of shared memory
+using Tile3 = humming::Tile<64, 128, 64, 16, 64, 64, 4, false, 0>;
+static_assert(Kernel<Tile3>::kSmemBytes == 49152u, "shared memory disagrees with the Rust resource model");
+static_assert(Kernel<Tile3>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
+static_assert(Kernel<Tile3>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
+static_assert(Kernel<Tile3>::kLaunchThreads == 256, "threads disagrees with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(256, 1)
+humming_4d6bb16b603b078301730debc64e119a_t3(const __grid_constant__ humming::GemmParams params) {
+  Kernel<Tile3>::run(params);
+}
+
+// tile 4: b128x64x64w16x64x64s4, 256 threads, 49152 bytes of shared memory
+using Tile4 = humming::Tile<128, 64, 64, 16, 64, 64, 4, false, 0>;
+static_assert(Kernel<Tile4>::kSmemBytes == 49152u, "shared memory disagrees with the Rust resource model");
+static_assert(Kernel<Tile4>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
+static_assert(Kernel<Tile4>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
+static_assert(Kernel<Tile4>::kLaunchThreads == 256, "threads disagrees with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(256, 1)
+humming_4d6bb16b603b078301730debc64e119a_t4(const __grid_constant__ humming::GemmParams params) {
+  Kernel<Tile4>::run(params);
+}
+
 // The input quantization: 16-bit A to the kernel's codes and row (or group) scales.
 extern "C" __global__ void __launch_bounds__(256)
 humming_4d6bb16b603b078301730debc64e119a_quant(const __grid_constant__ humming::ActQuantParams params) {
