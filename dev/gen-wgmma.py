@@ -25,7 +25,7 @@ HEADER = """\
 // Built only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere the wrappers trap, and the runtime never
 // launches a wgmma tile on a GPU other than compute capability 9.0.
 #pragma once
-#include "common.cuh"
+#include "ptx.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define HUMMING_HAS_WGMMA 1
@@ -85,10 +85,24 @@ __device__ __forceinline__ u64 wgmma_desc_sw128(u32 addr) {
          (static_cast<u64>(1024 >> 4) << 32) | (static_cast<u64>(1) << 62);
 }
 
+// Matrix descriptor of a K-major tile of 8-bit codes in the 64-byte swizzle mode: rows of 64 codes (64
+// bytes) whose 16-byte chunks are XOR-ed with (row / 2) % 4 (exactly a_swizzle<1> in loader.cuh: address
+// bits 4-5 XOR bits 7-8), groups of 8 rows 512 bytes apart, tile base 512-byte aligned; `addr` plus 32
+// bytes per k32 step. Layout field 2 = 64-byte swizzle.
+__device__ __forceinline__ u64 wgmma_desc_sw64(u32 addr) {
+  return static_cast<u64>((addr & 0x3FFFFu) >> 4) | (static_cast<u64>(1) << 16) |
+         (static_cast<u64>(512 >> 4) << 32) | (static_cast<u64>(2) << 62);
+}
+
 // D (+)= A * B for one m64nNk16 step; N = kN rows of activations. `mt` selects the accumulator set
 // acc[c * kMt + mt] (a compile-time constant after unrolling).
 template <class T, int kN>
 struct WgmmaRS;
+
+// The same for one m64nNk32 step of 8-bit float codes (Code: CodeE4M3 or CodeE5M2, common.cuh): A in the
+// register layout of mma.m16n8k32's A fragment, f32 accumulators as above.
+template <class Code, int kN>
+struct WgmmaRS8;
 """
 
 FOOTER = """
@@ -141,7 +155,56 @@ def spec(n):
     )
 
 
-out = HEADER + "".join(spec(n) for n in range(8, 257, 8)) + FOOTER
+def spec8(n):
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    a0 = regs
+    a = ", ".join(f"%{a0 + i}" for i in range(4))
+    desc = a0 + 4
+    one = a0 + 5
+    out_ops = ", ".join(
+        ", ".join(f'"+f"(d[{c} * kMt + mt][{j}])' for j in range(4)) for c in range(n // 8)
+    )
+    in_ops = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)'
+    macro = f"HUMMING_WGMMA8_M64N{n}K32"
+    body = (
+        f'  asm volatile(                                                              \\\n'
+        f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{one}, 0;\\n"                        \\\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k32.f32." TY "." TY " "               \\\n'
+        f'      "{{{outs}}}, "                                                   \\\n'
+        f'      "{{{a}}}, %{desc}, p, 1, 1;\\n}}\\n"                                   \\\n'
+        f'      : {out_ops}                                    \\\n'
+        f'      : {in_ops}                                                         \\\n'
+        f'      : "memory")\n'
+    )
+    return (
+        f"\n// The m64n{n}k32 instruction for 8-bit float codes TY (\"e4m3\" or \"e5m2\").\n"
+        f"#define {macro}(TY) \\\n{body}"
+        f"\ntemplate <class Code>\n"
+        f"struct WgmmaRS8<Code, {n}> {{\n"
+        f"  template <int kMt, int kAccN>\n"
+        f"  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {{\n"
+        f"#if HUMMING_HAS_WGMMA\n"
+        f"    if constexpr (Code::kE4M3) {{\n"
+        f"      {macro}(\"e4m3\");\n"
+        f"    }} else {{\n"
+        f"      {macro}(\"e5m2\");\n"
+        f"    }}\n"
+        f"#else\n"
+        f"    __trap();\n"
+        f"#endif\n"
+        f"  }}\n"
+        f"}};\n"
+        f"#undef {macro}\n"
+    )
+
+
+out = (
+    HEADER
+    + "".join(spec(n) for n in range(8, 257, 8))
+    + "".join(spec8(n) for n in range(8, 257, 8))
+    + FOOTER
+)
 path = pathlib.Path(__file__).resolve().parent.parent / "cuda" / "humming" / "wgmma.cuh"
 path.write_text(out)
 print(f"wrote {path}")

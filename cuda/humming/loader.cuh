@@ -92,8 +92,8 @@ struct StageLoader {
   // wgmma tiles on sm_90a: the A tile comes by TMA too (GemmParams::a_map, one box of BM rows per 64 of
   // K, written in the 128-byte swizzle that wgmma reads), so one thread issues every copy of a stage
   // (load_weights_one, load_a_tma) and the stage's mbarrier counts kCopies + 1 arrivals.
-  // (Not with a MoE row policy: its rows of A are gathered.)
-  static constexpr bool kTma = kBulk && Tl::kWgmma && !R::kMoe;
+  // (Not with a MoE row policy, whose rows of A are gathered, nor for 8-bit A.)
+  static constexpr bool kTma = kBulk && Tl::kWgmma && !R::kMoe && Q::kABytes == 2;
   // Bulk copies: B bytes of one 64-deep row of the tile's units, its source, the bytes between rows.
   u32 bulk_units;        // units of this tile inside N
   const char* bulk_b;    // global address of the next stage's first row of units

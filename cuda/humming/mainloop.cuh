@@ -7,6 +7,7 @@
 #include "mainloop_sync.cuh"
 #include "mainloop_sync8.cuh"
 #include "mainloop_wgmma.cuh"
+#include "mainloop_wgmma8.cuh"
 #include "pipeline.cuh"
 
 namespace humming {
@@ -85,7 +86,7 @@ struct Mainloop {
       const u32 unit = st + L::kBOffset + (w.kw * L::kWarpsN + w.unit_n) * L::kUnitBytes;
       const u32 a_tile = st + L::kAOffset + w.kw * L::kASlabBytes;
       if constexpr (K::kWgmma) {
-        WgmmaStage<K>::step(
+        K::Act::template WgmmaStep<K>::step(
             acc, a_tile, w, [&](Slab& in, int kk, bool same_row) { load_slab(in, st, unit, kk, w, ch_s, ch_z, same_row); },
             [&](int kk) {
               if constexpr (K::kTma) pipe.release(p, w.m0, it, kk, prev_stage);

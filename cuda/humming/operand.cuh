@@ -15,6 +15,10 @@ template <class K>
 struct SyncStage;
 template <class K>
 struct SyncStage8;
+template <class K>
+struct WgmmaStage;
+template <class K>
+struct WgmmaStage8;
 
 // 16-bit float activations (f16 or bf16): A tiles of 64-element (128-byte) rows, swizzled (a_swizzle),
 // read with ldmatrix; mma.sync m16n8k16 or wgmma m64nNk16 with f32 accumulation.
@@ -25,6 +29,8 @@ struct Act16 {
   static constexpr int kBytes = 2;
   template <class K>
   using SyncStep = SyncStage<K>;
+  template <class K>
+  using WgmmaStep = WgmmaStage<K>;
 
   // Swap AB (warp tiles of 8 or 16 rows): the mma's B operands of k16 slab kk for the warp's kTokTiles
   // n8 tiles of rows, a[2 t] / a[2 t + 1] = k 0..7 / 8..15 of rows 8t..8t+7 of the warp tile (lanes
@@ -79,6 +85,8 @@ struct Act8 {
   using Part = typename Pick<Code::kInt, int, float>::type;  // an mma's partial sums
   template <class K>
   using SyncStep = SyncStage8<K>;
+  template <class K>
+  using WgmmaStep = WgmmaStage8<K>;
 
   // Swap AB: the mma's B operands of k32 slab j (0, 1) of the warp's 64-deep slice for its kTokTiles
   // n8 tiles of rows: a[2 t] / a[2 t + 1] = k 0..15 / 16..31 of rows 8t..8t+7 (lanes 8i..8i+7 address

@@ -75,10 +75,24 @@ __device__ __forceinline__ u64 wgmma_desc_sw128(u32 addr) {
          (static_cast<u64>(1024 >> 4) << 32) | (static_cast<u64>(1) << 62);
 }
 
+// Matrix descriptor of a K-major tile of 8-bit codes in the 64-byte swizzle mode: rows of 64 codes (64
+// bytes) whose 16-byte chunks are XOR-ed with (row / 2) % 4 (exactly a_swizzle<1> in loader.cuh: address
+// bits 4-5 XOR bits 7-8), groups of 8 rows 512 bytes apart, tile base 512-byte aligned; `addr` plus 32
+// bytes per k32 step. Layout field 2 = 64-byte swizzle.
+__device__ __forceinline__ u64 wgmma_desc_sw64(u32 addr) {
+  return static_cast<u64>((addr & 0x3FFFFu) >> 4) | (static_cast<u64>(1) << 16) |
+         (static_cast<u64>(512 >> 4) << 32) | (static_cast<u64>(2) << 62);
+}
+
 // D (+)= A * B for one m64nNk16 step; N = kN rows of activations. `mt` selects the accumulator set
 // acc[c * kMt + mt] (a compile-time constant after unrolling).
 template <class T, int kN>
 struct WgmmaRS;
+
+// The same for one m64nNk32 step of 8-bit float codes (Code: CodeE4M3 or CodeE5M2, common.cuh): A in the
+// register layout of mma.m16n8k32's A fragment, f32 accumulators as above.
+template <class Code, int kN>
+struct WgmmaRS8;
 
 // The m64n8k16 instruction for element type TY ("f16" or "bf16").
 #define HUMMING_WGMMA_M64N8K16(TY) \
@@ -975,5 +989,901 @@ struct WgmmaRS<T, 256> {
   }
 };
 #undef HUMMING_WGMMA_M64N256K16
+
+// The m64n8k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N8K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3}, "                                                   \
+      "{%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 8> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N8K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N8K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N8K32
+
+// The m64n16k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N16K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "                                                   \
+      "{%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 16> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N16K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N16K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N16K32
+
+// The m64n24k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N24K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n24k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "                                                   \
+      "{%12, %13, %14, %15}, %16, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 24> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N24K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N24K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N24K32
+
+// The m64n32k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N32K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                                                   \
+      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 32> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N32K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N32K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N32K32
+
+// The m64n40k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N40K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n40k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}, "                                                   \
+      "{%20, %21, %22, %23}, %24, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 40> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N40K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N40K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N40K32
+
+// The m64n48k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N48K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n48k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, "                                                   \
+      "{%24, %25, %26, %27}, %28, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 48> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N48K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N48K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N48K32
+
+// The m64n56k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N56K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n56k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, "                                                   \
+      "{%28, %29, %30, %31}, %32, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 56> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N56K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N56K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N56K32
+
+// The m64n64k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N64K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                                                   \
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 64> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N64K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N64K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N64K32
+
+// The m64n72k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N72K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n72k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, "                                                   \
+      "{%36, %37, %38, %39}, %40, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 72> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N72K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N72K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N72K32
+
+// The m64n80k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N80K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n80k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, "                                                   \
+      "{%40, %41, %42, %43}, %44, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 80> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N80K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N80K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N80K32
+
+// The m64n88k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N88K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %49, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n88k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}, "                                                   \
+      "{%44, %45, %46, %47}, %48, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 88> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N88K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N88K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N88K32
+
+// The m64n96k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N96K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n96k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "                                                   \
+      "{%48, %49, %50, %51}, %52, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 96> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N96K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N96K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N96K32
+
+// The m64n104k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N104K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n104k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, "                                                   \
+      "{%52, %53, %54, %55}, %56, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 104> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N104K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N104K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N104K32
+
+// The m64n112k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N112K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n112k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55}, "                                                   \
+      "{%56, %57, %58, %59}, %60, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 112> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N112K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N112K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N112K32
+
+// The m64n120k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N120K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %65, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n120k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59}, "                                                   \
+      "{%60, %61, %62, %63}, %64, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 120> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N120K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N120K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N120K32
+
+// The m64n128k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N128K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                                                   \
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 128> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N128K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N128K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N128K32
+
+// The m64n136k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N136K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n136k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, "                                                   \
+      "{%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 136> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N136K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N136K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N136K32
+
+// The m64n144k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N144K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n144k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71}, "                                                   \
+      "{%72, %73, %74, %75}, %76, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 144> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N144K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N144K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N144K32
+
+// The m64n152k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N152K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %81, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n152k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75}, "                                                   \
+      "{%76, %77, %78, %79}, %80, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 152> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N152K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N152K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N152K32
+
+// The m64n160k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N160K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n160k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, "                                                   \
+      "{%80, %81, %82, %83}, %84, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 160> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N160K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N160K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N160K32
+
+// The m64n168k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N168K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %89, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n168k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83}, "                                                   \
+      "{%84, %85, %86, %87}, %88, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 168> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N168K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N168K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N168K32
+
+// The m64n176k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N176K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n176k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, "                                                   \
+      "{%88, %89, %90, %91}, %92, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 176> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N176K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N176K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N176K32
+
+// The m64n184k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N184K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %97, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n184k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91}, "                                                   \
+      "{%92, %93, %94, %95}, %96, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 184> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N184K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N184K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N184K32
+
+// The m64n192k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N192K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n192k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "                                                   \
+      "{%96, %97, %98, %99}, %100, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 192> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N192K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N192K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N192K32
+
+// The m64n200k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N200K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %105, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n200k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99}, "                                                   \
+      "{%100, %101, %102, %103}, %104, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 200> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N200K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N200K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N200K32
+
+// The m64n208k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N208K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n208k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103}, "                                                   \
+      "{%104, %105, %106, %107}, %108, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]), "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 208> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N208K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N208K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N208K32
+
+// The m64n216k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N216K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %113, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n216k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107}, "                                                   \
+      "{%108, %109, %110, %111}, %112, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]), "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]), "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 216> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N216K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N216K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N216K32
+
+// The m64n224k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N224K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n224k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111}, "                                                   \
+      "{%112, %113, %114, %115}, %116, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]), "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]), "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]), "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 224> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N224K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N224K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N224K32
+
+// The m64n232k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N232K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %121, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n232k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115}, "                                                   \
+      "{%116, %117, %118, %119}, %120, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]), "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]), "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]), "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]), "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 232> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N232K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N232K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N232K32
+
+// The m64n240k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N240K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n240k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119}, "                                                   \
+      "{%120, %121, %122, %123}, %124, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]), "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]), "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]), "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]), "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3]), "+f"(d[29 * kMt + mt][0]), "+f"(d[29 * kMt + mt][1]), "+f"(d[29 * kMt + mt][2]), "+f"(d[29 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 240> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N240K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N240K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N240K32
+
+// The m64n248k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N248K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %129, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n248k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123}, "                                                   \
+      "{%124, %125, %126, %127}, %128, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]), "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]), "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]), "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]), "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3]), "+f"(d[29 * kMt + mt][0]), "+f"(d[29 * kMt + mt][1]), "+f"(d[29 * kMt + mt][2]), "+f"(d[29 * kMt + mt][3]), "+f"(d[30 * kMt + mt][0]), "+f"(d[30 * kMt + mt][1]), "+f"(d[30 * kMt + mt][2]), "+f"(d[30 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 248> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N248K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N248K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N248K32
+
+// The m64n256k32 instruction for 8-bit float codes TY ("e4m3" or "e5m2").
+#define HUMMING_WGMMA8_M64N256K32(TY) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "                                                   \
+      "{%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"                                   \
+      : "+f"(d[0 * kMt + mt][0]), "+f"(d[0 * kMt + mt][1]), "+f"(d[0 * kMt + mt][2]), "+f"(d[0 * kMt + mt][3]), "+f"(d[1 * kMt + mt][0]), "+f"(d[1 * kMt + mt][1]), "+f"(d[1 * kMt + mt][2]), "+f"(d[1 * kMt + mt][3]), "+f"(d[2 * kMt + mt][0]), "+f"(d[2 * kMt + mt][1]), "+f"(d[2 * kMt + mt][2]), "+f"(d[2 * kMt + mt][3]), "+f"(d[3 * kMt + mt][0]), "+f"(d[3 * kMt + mt][1]), "+f"(d[3 * kMt + mt][2]), "+f"(d[3 * kMt + mt][3]), "+f"(d[4 * kMt + mt][0]), "+f"(d[4 * kMt + mt][1]), "+f"(d[4 * kMt + mt][2]), "+f"(d[4 * kMt + mt][3]), "+f"(d[5 * kMt + mt][0]), "+f"(d[5 * kMt + mt][1]), "+f"(d[5 * kMt + mt][2]), "+f"(d[5 * kMt + mt][3]), "+f"(d[6 * kMt + mt][0]), "+f"(d[6 * kMt + mt][1]), "+f"(d[6 * kMt + mt][2]), "+f"(d[6 * kMt + mt][3]), "+f"(d[7 * kMt + mt][0]), "+f"(d[7 * kMt + mt][1]), "+f"(d[7 * kMt + mt][2]), "+f"(d[7 * kMt + mt][3]), "+f"(d[8 * kMt + mt][0]), "+f"(d[8 * kMt + mt][1]), "+f"(d[8 * kMt + mt][2]), "+f"(d[8 * kMt + mt][3]), "+f"(d[9 * kMt + mt][0]), "+f"(d[9 * kMt + mt][1]), "+f"(d[9 * kMt + mt][2]), "+f"(d[9 * kMt + mt][3]), "+f"(d[10 * kMt + mt][0]), "+f"(d[10 * kMt + mt][1]), "+f"(d[10 * kMt + mt][2]), "+f"(d[10 * kMt + mt][3]), "+f"(d[11 * kMt + mt][0]), "+f"(d[11 * kMt + mt][1]), "+f"(d[11 * kMt + mt][2]), "+f"(d[11 * kMt + mt][3]), "+f"(d[12 * kMt + mt][0]), "+f"(d[12 * kMt + mt][1]), "+f"(d[12 * kMt + mt][2]), "+f"(d[12 * kMt + mt][3]), "+f"(d[13 * kMt + mt][0]), "+f"(d[13 * kMt + mt][1]), "+f"(d[13 * kMt + mt][2]), "+f"(d[13 * kMt + mt][3]), "+f"(d[14 * kMt + mt][0]), "+f"(d[14 * kMt + mt][1]), "+f"(d[14 * kMt + mt][2]), "+f"(d[14 * kMt + mt][3]), "+f"(d[15 * kMt + mt][0]), "+f"(d[15 * kMt + mt][1]), "+f"(d[15 * kMt + mt][2]), "+f"(d[15 * kMt + mt][3]), "+f"(d[16 * kMt + mt][0]), "+f"(d[16 * kMt + mt][1]), "+f"(d[16 * kMt + mt][2]), "+f"(d[16 * kMt + mt][3]), "+f"(d[17 * kMt + mt][0]), "+f"(d[17 * kMt + mt][1]), "+f"(d[17 * kMt + mt][2]), "+f"(d[17 * kMt + mt][3]), "+f"(d[18 * kMt + mt][0]), "+f"(d[18 * kMt + mt][1]), "+f"(d[18 * kMt + mt][2]), "+f"(d[18 * kMt + mt][3]), "+f"(d[19 * kMt + mt][0]), "+f"(d[19 * kMt + mt][1]), "+f"(d[19 * kMt + mt][2]), "+f"(d[19 * kMt + mt][3]), "+f"(d[20 * kMt + mt][0]), "+f"(d[20 * kMt + mt][1]), "+f"(d[20 * kMt + mt][2]), "+f"(d[20 * kMt + mt][3]), "+f"(d[21 * kMt + mt][0]), "+f"(d[21 * kMt + mt][1]), "+f"(d[21 * kMt + mt][2]), "+f"(d[21 * kMt + mt][3]), "+f"(d[22 * kMt + mt][0]), "+f"(d[22 * kMt + mt][1]), "+f"(d[22 * kMt + mt][2]), "+f"(d[22 * kMt + mt][3]), "+f"(d[23 * kMt + mt][0]), "+f"(d[23 * kMt + mt][1]), "+f"(d[23 * kMt + mt][2]), "+f"(d[23 * kMt + mt][3]), "+f"(d[24 * kMt + mt][0]), "+f"(d[24 * kMt + mt][1]), "+f"(d[24 * kMt + mt][2]), "+f"(d[24 * kMt + mt][3]), "+f"(d[25 * kMt + mt][0]), "+f"(d[25 * kMt + mt][1]), "+f"(d[25 * kMt + mt][2]), "+f"(d[25 * kMt + mt][3]), "+f"(d[26 * kMt + mt][0]), "+f"(d[26 * kMt + mt][1]), "+f"(d[26 * kMt + mt][2]), "+f"(d[26 * kMt + mt][3]), "+f"(d[27 * kMt + mt][0]), "+f"(d[27 * kMt + mt][1]), "+f"(d[27 * kMt + mt][2]), "+f"(d[27 * kMt + mt][3]), "+f"(d[28 * kMt + mt][0]), "+f"(d[28 * kMt + mt][1]), "+f"(d[28 * kMt + mt][2]), "+f"(d[28 * kMt + mt][3]), "+f"(d[29 * kMt + mt][0]), "+f"(d[29 * kMt + mt][1]), "+f"(d[29 * kMt + mt][2]), "+f"(d[29 * kMt + mt][3]), "+f"(d[30 * kMt + mt][0]), "+f"(d[30 * kMt + mt][1]), "+f"(d[30 * kMt + mt][2]), "+f"(d[30 * kMt + mt][3]), "+f"(d[31 * kMt + mt][0]), "+f"(d[31 * kMt + mt][1]), "+f"(d[31 * kMt + mt][2]), "+f"(d[31 * kMt + mt][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)                                                         \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8<Code, 256> {
+  template <int kMt, int kAccN>
+  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kE4M3) {
+      HUMMING_WGMMA8_M64N256K32("e4m3");
+    } else {
+      HUMMING_WGMMA8_M64N256K32("e5m2");
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA8_M64N256K32
 
 }  // namespace humming

@@ -90,6 +90,10 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../cuda/humming/mainloop_wgmma.cuh"),
     ),
     (
+        "humming/mainloop_wgmma8.cuh",
+        include_str!("../../cuda/humming/mainloop_wgmma8.cuh"),
+    ),
+    (
         "humming/mainloop.cuh",
         include_str!("../../cuda/humming/mainloop.cuh"),
     ),

@@ -80,6 +80,33 @@ pub fn act8_default_tiles(archs: ArchSet) -> Vec<TileConfig> {
         .collect()
 }
 
+/// Whether a kernel of 8-bit activations has `wgmma` tiles: W8A8 FP8 (float weights in A's own code)
+/// under channel or tensor scales, whose codes are the wgmma operand as they are.
+pub fn act8_wgmma_allowed(spec: &KernelSpec) -> bool {
+    spec.a.is_float()
+        && spec.b == spec.a
+        && !crate::layout::scale_on_b(spec)
+        && spec.layout == Layout::Dense
+}
+
+/// The `wgmma` tiles of [`act8_wgmma_allowed`] kernels (sm_90a): (64, 256, 64) with warps of 64
+/// channels and (128, 128, 64) with warps of 16 (two warpgroups along N), each two CTAs per SM (their
+/// A tile comes by cp.async: no producer warpgroup).
+pub fn act8_wgmma_tiles() -> Vec<TileConfig> {
+    let t = |bm: u16, bn: u16, wn: u16| TileConfig {
+        block_m: bm,
+        block_n: bn,
+        block_k: 64,
+        warp_m: bm,
+        warp_n: wn,
+        warp_k: 64,
+        stages: 4,
+        mma: Mma::Wgmma,
+        ctas_per_sm: 2,
+    };
+    vec![t(64, 256, 64), t(128, 128, 16)]
+}
+
 /// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and
 /// a short K per tile, so its tiles run two to four CTAs per SM, which hide each other's pipeline
 /// fill, barriers and epilogue:
@@ -139,7 +166,11 @@ pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
             default_tiles(spec.archs)
         };
         let tiles = if crate::layout::is_8bit_activation(spec.a) {
-            act8_default_tiles(spec.archs)
+            let mut t = act8_default_tiles(spec.archs);
+            if act8_wgmma_allowed(spec) && spec.archs.contains(Arch::Sm90a) {
+                t.extend(act8_wgmma_tiles());
+            }
+            t
         } else {
             tiles
         };

@@ -496,7 +496,8 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
 /// integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3` weights
 /// under `e4m3`; channel and tensor scales (any dtype, with a secondary scale), group scales of C's
 /// dtype of at least 32; a scale per row of A (per token or one static scale); `mma.sync` tiles of warp
-/// M 8 or 16.
+/// M 8 or 16, and for W8A8 FP8 under channel or tensor scales `wgmma` tiles without a producer
+/// warpgroup.
 fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let (a, b, c) = (spec.a, spec.b, spec.c);
     let not_yet = |what: String| format!("{what} with `{a}` activations is not generated yet");
@@ -557,8 +558,21 @@ fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
     for (i, t) in spec.tiles.as_slice().iter().enumerate() {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
-        if t.mma == Mma::Wgmma {
-            errs.push(span.mma, not_yet("a `wgmma` tile".to_string()));
+        if t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_allowed(spec) {
+            errs.push(
+                span.mma,
+                not_yet(
+                    "a `wgmma` tile (but for W8A8 FP8 under channel or tensor scales)".to_string(),
+                ),
+            );
+        } else if t.mma == Mma::Wgmma && t.producer_warpgroup() {
+            errs.push(span.ctas, format!("`{a}` activations come into a wgmma tile by cp.async, so it has no producer warpgroup: declare `ctas_per_sm = 2` (or more than 8 warps)"));
+        } else if t.mma == Mma::Wgmma {
+            let before = errs.len();
+            check_wgmma_tile(spec, t, &span, errs);
+            if errs.len() == before {
+                check_tile_occupancy(spec, t, &span, errs);
+            }
         } else if !(t.warp_m == 8 || t.warp_m == 16) || t.warp_n != 64 || t.warp_k != 64 {
             errs.push(span.warp[0], format!("8-bit activations run on mma.sync warp tiles of M = 8 or 16, N = K = 64; found ({}, {}, {})", t.warp_m, t.warp_n, t.warp_k));
         } else if t.stages > 6 {
