@@ -561,9 +561,7 @@ fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         if t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_allowed(spec) {
             errs.push(
                 span.mma,
-                not_yet(
-                    "a `wgmma` tile (but for W8A8 FP8 under channel or tensor scales)".to_string(),
-                ),
+                format!("a `wgmma` tile with `{a}` activations is not generated yet but for weights in A's code (W8A8 FP8) under channel or tensor scales; use mma.sync tiles"),
             );
         } else if t.mma == Mma::Wgmma && t.producer_warpgroup() {
             errs.push(span.ctas, format!("`{a}` activations come into a wgmma tile by cp.async, so it has no producer warpgroup: declare `ctas_per_sm = 2` (or more than 8 warps)"));
