@@ -92,8 +92,8 @@ struct StageLoader {
   // wgmma tiles on sm_90a: the A tile comes by TMA too (GemmParams::a_map, one box of BM rows per 64 of
   // K, written in the 128-byte swizzle that wgmma reads), so one thread issues every copy of a stage
   // (load_weights_one, load_a_tma) and the stage's mbarrier counts kCopies + 1 arrivals.
-  // (Not with a MoE row policy, whose rows of A are gathered, nor for 8-bit A.)
-  static constexpr bool kTma = kBulk && Tl::kWgmma && !R::kMoe && Q::kABytes == 2;
+  // (Not with a MoE row policy: its rows of A are gathered.)
+  static constexpr bool kTma = kBulk && Tl::kWgmma && !R::kMoe;
   // Bulk copies: B bytes of one 64-deep row of the tile's units, its source, the bytes between rows.
   u32 bulk_units;        // units of this tile inside N
   const char* bulk_b;    // global address of the next stage's first row of units
@@ -219,14 +219,15 @@ struct StageLoader {
     k0 += Tl::BK;
   }
 
-  // kTma: the A tile of the next stage as BK / 64 TMA boxes of BM rows (rows past M and K zero-filled;
+  // kTma: the A tile of the next stage as BK / 64 TMA boxes of BM rows of 64 elements (128 or 64 bytes;
+  // the tensor map's swizzle is a_swizzle's) (rows past M and K zero-filled;
   // boxes wholly past K are not copied: no warp reads them), one arrival expecting their bytes.
   __device__ __forceinline__ void load_a_tma(u32 stage, u32 bar, const GemmParams& p, int m0) {
     const int slabs = min(L::kWarpsK, (p.k - ka + 63) / 64);
-    mbar_arrive_expect_tx(bar, static_cast<u32>(slabs) * (Tl::BM * 128));
+    mbar_arrive_expect_tx(bar, static_cast<u32>(slabs) * L::kASlabBytes);
 #pragma unroll
     for (int j = 0; j < L::kWarpsK; ++j) {
-      if (j < slabs) tma_load_2d(stage + L::kAOffset + j * (Tl::BM * 128), &p.a_map, ka + j * 64, m0, bar);
+      if (j < slabs) tma_load_2d(stage + L::kAOffset + j * L::kASlabBytes, &p.a_map, ka + j * 64, m0, bar);
     }
     ka += Tl::BK;
   }

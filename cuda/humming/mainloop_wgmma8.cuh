@@ -2,9 +2,9 @@
 // (two packed k16 slabs) each warp turns its WN channels' codes into WN/16 A fragments of 8-bit codes and
 // the warpgroup issues WN/16 wgmma.m64nBMk32 with the A tile (64-byte rows, 64-byte swizzle) as the shared
 // operand. The codes are the operand as they are (W8A8 FP8: weights in A's own code, no group scales),
-// so the accumulators take every K step and the epilogue applies the channel and row scales. The A tile
-// comes by cp.async (no TMA): a stage is refilled two steps after it was read (kAhead), and one commit
-// group per k32 slab is in flight while the warps build the next slab's fragments.
+// so the accumulators take every K step and the epilogue applies the channel and row scales. One commit
+// group per k32 slab is in flight while the warps build the next slab's fragments; the stage hand-off
+// (committed) is that of the 16-bit path, called for both packed slabs of the k32 slab.
 #pragma once
 #include "traits.cuh"
 
@@ -43,6 +43,7 @@ struct WgmmaStage8 {
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous slab's wgmmas are done: their registers may be reused
+      committed(2 * j);
       committed(2 * j + 1);
     }
   }

@@ -115,7 +115,6 @@ struct KernelTraits {
   static_assert(!R_::kMoe || !kProducer, "MoE wgmma tiles gather A with cp.async: no producer warpgroup");
   static_assert(Q::kABytes == Act::kBytes, "the format's A element size is the activation policy's");
   static_assert(Act::kBytes == 2 || (kSwapAB && !kGlu && !R_::kMoe), "8-bit activations: swap-AB tiles, dense");
-  static_assert(Act::kBytes == 2 || !kProducer, "8-bit wgmma tiles load A with cp.async: no producer warpgroup");
 
   using Acc = float[kMTiles][kAccN][4];
 

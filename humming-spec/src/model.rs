@@ -192,7 +192,7 @@ impl Arch {
         Arch::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    const fn bit(self) -> u16 {
+    pub(crate) const fn bit(self) -> u16 {
         1 << self as u16
     }
 }

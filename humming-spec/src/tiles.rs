@@ -89,22 +89,13 @@ pub fn act8_wgmma_allowed(spec: &KernelSpec) -> bool {
         && spec.layout == Layout::Dense
 }
 
-/// The `wgmma` tiles of [`act8_wgmma_allowed`] kernels (sm_90a): (64, 256, 64) with warps of 64
-/// channels and (128, 128, 64) with warps of 16 (two warpgroups along N), each two CTAs per SM (their
-/// A tile comes by cp.async: no producer warpgroup).
+/// The `wgmma` tiles of [`act8_wgmma_allowed`] kernels (sm_90a): [`default_tiles`]' `wgmma` tiles of
+/// 64 rows and more (the 8-bit A tile comes by TMA as the 16-bit one does).
 pub fn act8_wgmma_tiles() -> Vec<TileConfig> {
-    let t = |bm: u16, bn: u16, wn: u16| TileConfig {
-        block_m: bm,
-        block_n: bn,
-        block_k: 64,
-        warp_m: bm,
-        warp_n: wn,
-        warp_k: 64,
-        stages: 4,
-        mma: Mma::Wgmma,
-        ctas_per_sm: 2,
-    };
-    vec![t(64, 256, 64), t(128, 128, 16)]
+    default_tiles(ArchSet(Arch::Sm90a.bit()))
+        .into_iter()
+        .filter(|t| t.mma == Mma::Wgmma && t.block_m >= 64)
+        .collect()
 }
 
 /// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and

@@ -496,8 +496,7 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
 /// integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3` weights
 /// under `e4m3`; channel and tensor scales (any dtype, with a secondary scale), group scales of C's
 /// dtype of at least 32; a scale per row of A (per token or one static scale); `mma.sync` tiles of warp
-/// M 8 or 16, and for W8A8 FP8 under channel or tensor scales `wgmma` tiles without a producer
-/// warpgroup.
+/// M 8 or 16, and for W8A8 FP8 under channel or tensor scales `wgmma` tiles.
 fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let (a, b, c) = (spec.a, spec.b, spec.c);
     let not_yet = |what: String| format!("{what} with `{a}` activations is not generated yet");
@@ -563,8 +562,6 @@ fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
                 span.mma,
                 format!("a `wgmma` tile with `{a}` activations is not generated yet but for weights in A's code (W8A8 FP8) under channel or tensor scales; use mma.sync tiles"),
             );
-        } else if t.mma == Mma::Wgmma && t.producer_warpgroup() {
-            errs.push(span.ctas, format!("`{a}` activations come into a wgmma tile by cp.async, so it has no producer warpgroup: declare `ctas_per_sm = 2` (or more than 8 warps)"));
         } else if t.mma == Mma::Wgmma {
             let before = errs.len();
             check_wgmma_tile(spec, t, &span, errs);

@@ -42,20 +42,35 @@ pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
 }
 
 /// The TMA tensor map of A for a `wgmma` tile (`cuda/humming/loader.cuh`, `load_a_tma`): a 2-D tensor
-/// of 16-bit elements at device address `a` (16-byte aligned), dims `{k, rows}` (K innermost), rows
-/// `lda * 2` bytes apart (a multiple of 16), boxes of 64 x `block_m` elements written to shared memory
-/// in the 128-byte swizzle (the layout the `wgmma` descriptor reads), zero fill outside the tensor.
-/// The caller has checked alignment, `lda % 8 == 0` and `lda >= k`.
+/// of `elem_bytes`-byte elements (2, or 1 for 8-bit codes) at device address `a` (16-byte aligned),
+/// dims `{k, rows}` (K innermost), rows `lda * elem_bytes` bytes apart (a multiple of 16), boxes of
+/// 64 x `block_m` elements written to shared memory in the 128-byte (64-byte) swizzle, the layout
+/// the `wgmma` descriptor reads; zero fill outside the tensor. The caller has checked alignment,
+/// `lda % 8 == 0` (16 for codes) and `lda >= k`.
 pub(super) fn encode_a_map(
     a: u64,
     rows: usize,
     k: usize,
     lda: usize,
     block_m: u32,
+    elem_bytes: usize,
 ) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
     let mut map = sys::CUtensorMap { opaque: [0; 16] };
     let dims: [u64; 2] = [k as u64, rows as u64];
-    let strides: [u64; 1] = [(lda * 2) as u64];
+    let strides: [u64; 1] = [(lda * elem_bytes) as u64];
+    // 64 elements per box row: 128 bytes of 16-bit A in the 128-byte swizzle, or 64 bytes of 8-bit
+    // codes in the 64-byte swizzle (the layouts of a_swizzle in loader.cuh).
+    let (dtype, swizzle) = if elem_bytes == 1 {
+        (
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+        )
+    } else {
+        (
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        )
+    };
     let boxes: [u32; 2] = [64, block_m];
     let element_strides: [u32; 2] = [1, 1];
     // SAFETY: every pointer refers to a live local of the size the driver reads (rank 2); the call
@@ -63,7 +78,7 @@ pub(super) fn encode_a_map(
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            dtype,
             2,
             a as *mut std::ffi::c_void,
             dims.as_ptr(),
@@ -71,7 +86,7 @@ pub(super) fn encode_a_map(
             boxes.as_ptr(),
             element_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle,
             sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )

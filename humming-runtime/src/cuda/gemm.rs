@@ -869,12 +869,11 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             let rows = rows_per_launch.min(m - row);
             let a_rows = a_in.ptr + (row * lda * a_in.bytes) as u64;
             let a_map = if tile.mma == Mma::Wgmma {
-                driver::encode_a_map(a_rows, rows, k, lda, u32::from(tile.block_m)).map_err(
-                    |e| Error::Driver {
+                driver::encode_a_map(a_rows, rows, k, lda, u32::from(tile.block_m), a_in.bytes)
+                    .map_err(|e| Error::Driver {
                         context: format!("encoding the TMA tensor map of A for {}", g.name),
                         source: e,
-                    },
-                )?
+                    })?
             } else {
                 [0; 16]
             };
