@@ -143,12 +143,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             codes,
             scales,
         };
-        {
-            let (a_ptr, _ra) = a.device_ptr(s);
-            let (q_ptr, _rq) = out.codes.device_ptr_mut(s);
-            let (s_ptr, _rs) = out.scales.device_ptr_mut(s);
-            self.launch_quant(a_ptr, a.len(), m, k, lda, granularity, q_ptr, s_ptr)?;
-        }
+        self.quantize_activations_into(a, m, k, lda, granularity, &mut out)?;
         Ok(out)
     }
 
