@@ -6,6 +6,7 @@
 #include "loader.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
+#include "wgmma8.cuh"
 
 namespace humming {
 

@@ -54,6 +54,10 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../cuda/humming/wgmma.cuh"),
     ),
     (
+        "humming/wgmma8.cuh",
+        include_str!("../../cuda/humming/wgmma8.cuh"),
+    ),
+    (
         "humming/loader.cuh",
         include_str!("../../cuda/humming/loader.cuh"),
     ),
