@@ -492,12 +492,12 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
 }
 
-/// What the generator emits for 8-bit activations (`e4m3`, `e5m2`, `i8`): the dense layout; 4-bit
-/// integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3` weights
-/// under `e4m3`; channel and tensor scales (any dtype, with a secondary scale), group scales of C's
-/// dtype of at least 32; a scale per row of A (per token or one static scale); `mma.sync` tiles of warp
-/// M 8 or 16, and for W8A8 FP8 under channel or tensor scales `wgmma` tiles.
-fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
+/// The formats the generator emits for 8-bit activations (`e4m3`, `e5m2`, `i8`): the dense layout;
+/// 4-bit integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3`
+/// weights under `e4m3`; channel and tensor scales (any dtype, with a secondary scale), group scales of
+/// C's dtype of at least 32; a scale per row of A (per token or one static scale). Their tiles are
+/// checked with the others' in [`check_generator`].
+fn check_formats_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let (a, b, c) = (spec.a, spec.b, spec.c);
     let not_yet = |what: String| format!("{what} with `{a}` activations is not generated yet");
     if spec.layout.is_moe() {
@@ -544,48 +544,6 @@ fn check_generator_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     {
         errs.push(sp.scale2, not_yet("a two-level group scale".to_string()));
     }
-    for (arch, span) in &sp.archs {
-        if arch.capability() < 80 {
-            errs.push(
-                *span,
-                format!(
-                    "the generated kernel needs sm_80 or newer (cp.async); `{}` is not supported",
-                    arch.name()
-                ),
-            );
-        }
-    }
-    for (i, t) in spec.tiles.as_slice().iter().enumerate() {
-        let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
-        if t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_allowed(spec) {
-            errs.push(
-                span.mma,
-                format!("a `wgmma` tile with `{a}` activations is not generated yet but for weights in A's code (W8A8 FP8) under channel or tensor scales; use mma.sync tiles"),
-            );
-        } else if t.mma == Mma::Wgmma {
-            let before = errs.len();
-            check_wgmma_tile(spec, t, &span, errs);
-            if errs.len() == before {
-                check_tile_occupancy(spec, t, &span, errs);
-            }
-        } else if !(t.warp_m == 8 || t.warp_m == 16) || t.warp_n != 64 || t.warp_k != 64 {
-            errs.push(span.warp[0], format!("8-bit activations run on mma.sync warp tiles of M = 8 or 16, N = K = 64; found ({}, {}, {})", t.warp_m, t.warp_n, t.warp_k));
-        } else if t.stages > 6 {
-            errs.push(
-                span.stages,
-                format!(
-                    "the mma.sync kernel supports 2 to 6 stages; found {}",
-                    t.stages
-                ),
-            );
-        } else {
-            let before = errs.len();
-            check_tile_smem(crate::resources::smem_bytes(spec, t), &span, errs);
-            if errs.len() == before {
-                check_tile_occupancy(spec, t, &span, errs);
-            }
-        }
-    }
 }
 
 impl TileSpans {
@@ -609,14 +567,21 @@ impl TileSpans {
 /// bias); sm_80 and newer, tiles of the `mma.sync` kernel (warp tile N = K = 64, warp M 8, 16, 32, 48
 /// or 64) and, for sm_90a, of the `wgmma` kernel (see `check_wgmma_tile`).
 pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
-    if crate::layout::is_8bit_activation(spec.a) {
-        check_generator_8bit(spec, sp, errs);
-        return;
-    }
-    if !spec.a.is_16bit_float() {
+    let act8 = crate::layout::is_8bit_activation(spec.a);
+    if act8 {
+        check_formats_8bit(spec, sp, errs);
+    } else if !spec.a.is_16bit_float() {
         errs.push(sp.a, format!("kernels for `{}` activations are not generated yet (this version generates f16, bf16, e4m3, e5m2 and i8 activations)", spec.a));
         return;
+    } else {
+        check_formats_16bit(spec, sp, errs);
     }
+    check_targets_and_tiles(spec, sp, errs, act8);
+}
+
+/// The formats the generator emits for 16-bit activations beyond the model's rules: zero points only
+/// on integer codes with scales of A's dtype (or K-quants' two-level offsets), no bias with SiLU-GLU.
+fn check_formats_16bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let two_level_offset =
         spec.zero_point == ZeroPoint::FloatOffset && spec.scale.dtype.is_integer();
     if spec.zero_point != ZeroPoint::None && !two_level_offset {
@@ -635,6 +600,11 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             ),
         );
     }
+}
+
+/// The targets and declared tiles every generated kernel shares (8-bit activations: `mma.sync` warps of
+/// 8 or 16 rows, and `wgmma` tiles only for `tiles::act8_wgmma_allowed`).
+fn check_targets_and_tiles(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors, act8: bool) {
     for (arch, span) in &sp.archs {
         if arch.capability() < 80 {
             errs.push(*span, format!("the generated kernel needs sm_80 or newer (cp.async, bf16 MMA); `{}` is not supported", arch.name()));
@@ -663,6 +633,23 @@ pub fn check_generator(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     for (i, t) in tiles.iter().enumerate() {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
         let before = errs.len();
+        if act8 && t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_allowed(spec) {
+            errs.push(
+                span.mma,
+                format!("a `wgmma` tile with `{}` activations is not generated yet but for weights in A's code (W8A8 FP8) under channel or tensor scales; use mma.sync tiles", spec.a),
+            );
+            continue;
+        }
+        if act8 && t.mma == Mma::Sync && t.warp_m > 16 {
+            errs.push(
+                span.warp[0],
+                format!(
+                    "8-bit activations run on mma.sync warp tiles of M = 8 or 16; found M = {}",
+                    t.warp_m
+                ),
+            );
+            continue;
+        }
         if t.mma == Mma::Wgmma && !crate::tiles::wgmma_allowed(spec) {
             errs.push(
                 span.mma,
