@@ -40,81 +40,6 @@ pub(super) struct LoadedTile {
     pub(super) smem: u32,
 }
 
-/// Split-K buffers of a [`Gemm`]: the ordered reduction's partials and the tickets / lock words (zero
-/// between launches). Retired buffers are kept until the `Gemm` is dropped, so that CUDA graphs
-/// captured earlier stay valid.
-#[derive(Default)]
-pub(super) struct Workspace {
-    partials: Option<CudaSlice<f32>>,
-    tickets: Option<CudaSlice<i32>>,
-    retired_f32: Vec<CudaSlice<f32>>,
-    retired_i32: Vec<CudaSlice<i32>>,
-    /// 8-bit activations: the codes and row scales `run` quantizes A into.
-    pub(super) act_codes: Option<CudaSlice<u8>>,
-    pub(super) act_scales: Option<CudaSlice<f32>>,
-    retired_u8: Vec<CudaSlice<u8>>,
-}
-
-impl Workspace {
-    /// Makes the activation buffers hold at least `codes` codes and `scales` scales.
-    pub(super) fn grow_activations(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        codes: usize,
-        scales: usize,
-    ) -> Result<()> {
-        grow(
-            stream,
-            &mut self.act_codes,
-            &mut self.retired_u8,
-            codes,
-            1 << 16,
-            "allocating the activation codes",
-        )?;
-        grow(
-            stream,
-            &mut self.act_scales,
-            &mut self.retired_f32,
-            scales,
-            1 << 10,
-            "allocating the activation scales",
-        )
-    }
-
-    /// The device addresses of the activation buffers (0 before they exist).
-    pub(super) fn activation_ptrs(&self, stream: &CudaStream) -> (u64, u64) {
-        let codes = self
-            .act_codes
-            .as_ref()
-            .map_or(0, |b| b.device_ptr(stream).0);
-        let scales = self
-            .act_scales
-            .as_ref()
-            .map_or(0, |b| b.device_ptr(stream).0);
-        (codes, scales)
-    }
-}
-
-/// Makes `slot` a zeroed buffer of at least `len` elements (at least `min`), retiring the old one.
-fn grow<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-    stream: &Arc<CudaStream>,
-    slot: &mut Option<CudaSlice<T>>,
-    retired: &mut Vec<CudaSlice<T>>,
-    len: usize,
-    min: usize,
-    what: &'static str,
-) -> Result<()> {
-    if len > 0 && slot.as_ref().is_none_or(|b| b.len() < len) {
-        let b = stream
-            .alloc_zeros::<T>(len.max(min))
-            .map_err(driver_err(what))?;
-        if let Some(old) = slot.replace(b) {
-            retired.push(old);
-        }
-    }
-    Ok(())
-}
-
 /// A loaded quantized GEMM: `C[M, N] = epilogue(A[M, K] · dequant(B)[N, K]ᵀ · channel scale + bias)`.
 ///
 /// `A` and `C` are the element types (`half::f16` or `half::bf16`) the kernel's declaration fixes,
@@ -130,7 +55,7 @@ pub struct Gemm<A: Element, C: Element> {
     source: ModuleSource,
     pub(super) device: DeviceInfo,
     pub(super) options: LaunchOptions,
-    pub(super) workspace: Mutex<Workspace>,
+    pub(super) workspace: Mutex<super::workspace::Workspace>,
     /// `moe_indexed`: the routing and combine helpers of the module.
     pub(super) helpers: Option<(CudaFunction, CudaFunction)>,
     /// 8-bit activations: the input quantization of the module.
@@ -445,7 +370,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 capability: cap,
             },
             options: LaunchOptions::default(),
-            workspace: Mutex::new(Workspace::default()),
+            workspace: Mutex::new(super::workspace::Workspace::default()),
             helpers,
             quant,
             _types: PhantomData,
@@ -651,33 +576,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 "the split-K workspace lock was poisoned by a panic",
             )
         })?;
-        let ws = &mut *guard;
-        let s = &self.stream;
-        grow(
-            s,
-            &mut ws.partials,
-            &mut ws.retired_f32,
-            plan.workspace_floats,
-            1 << 16,
-            "allocating the split-K workspace",
-        )?;
-        grow(
-            s,
-            &mut ws.tickets,
-            &mut ws.retired_i32,
-            plan.tickets,
-            4096,
-            "allocating split-K tickets",
-        )?;
-        let partials = match &ws.partials {
-            Some(b) if plan.workspace_floats > 0 => b.device_ptr(s).0,
-            _ => 0,
-        };
-        let tickets = match &ws.tickets {
-            Some(t) if plan.tickets > 0 => t.device_ptr(s).0,
-            _ => 0,
-        };
-        Ok((partials, tickets))
+        guard.split_k_ptrs(&self.stream, plan.workspace_floats, plan.tickets)
     }
 }
 

@@ -24,6 +24,7 @@ mod moe;
 mod nvrtc;
 mod options;
 pub mod plan;
+mod workspace;
 
 pub use act8::DeviceActivations;
 pub use driver::{default_stream, driver_err, driver_present};
