@@ -9,6 +9,9 @@
 //!   scales with bias, NVFP4, interleaved SiLU-GLU), C poisoned with NaN first: every row the layout
 //!   names is finite and within 1e-2 (f16) / 2e-2 (bf16) of the reference, every other row keeps its
 //!   poison bit for bit, and the guard past C is untouched.
+//! - The same for 8-bit activations (the launch quantizes A per token; the reference takes A quantized
+//!   and dequantized alike): W4A8 FP8 indexed (every tile too), W4A8 INT8 indexed with zero points and
+//!   SiLU-GLU, W4A8 FP8 contiguous with interleaved SiLU-GLU, W8A8 FP8 masked.
 //! - `gpu_moe_block`: route, gate-up with SiLU-GLU, down with the router's weights, combine, captured
 //!   in one CUDA graph and replayed on new routings: equal to the launches bit for bit and to the f64
 //!   reference of the whole block.
@@ -21,6 +24,7 @@
 //! Without a GPU every test prints that it was skipped and passes.
 
 use half::{bf16, f16};
+use humming::act_quant::{ActScale, quantize_activations};
 use humming::cuda::{self, Gemm};
 use humming::moe::{MoeReference, MoeRows, reference_moe, route_indexed};
 use humming::quant::QuantizedWeights;
@@ -55,6 +59,18 @@ humming::gemm! {
 
     /// u4 with zero points, bf16, masked rows.
     pub kernel MaskU4 { a: bf16, b: u4, scale: group(128), zero_point: int, layout: moe_grouped_masked, arch: [sm_90a] }
+
+    /// W4A8 FP8 experts (the activations quantized per token by the launch), group 128.
+    pub kernel IdxE4U4 { a: e4m3, b: u4, c: f16, scale: group(128, f16), layout: moe_indexed, arch: [sm_90a] }
+
+    /// W4A8 INT8 gate-up experts: zero points, SiLU-GLU of the halves, bf16.
+    pub kernel IdxS8Glu { a: i8, b: u4, c: bf16, scale: group(64, bf16), zero_point: int, epilogue: silu_glu, layout: moe_indexed, arch: [sm_90a] }
+
+    /// W4A8 FP8 with interleaved SiLU-GLU, rows contiguous per expert.
+    pub kernel ContE4Glu { a: e4m3, b: i4, c: f16, scale: group(128, f16), epilogue: silu_glu_interleaved, layout: moe_grouped_contiguous, arch: [sm_90a] }
+
+    /// W8A8 FP8 experts with channel scales, masked rows.
+    pub kernel MaskE4E4 { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), layout: moe_grouped_masked, arch: [sm_90a] }
 
     /// The dense SiLU-GLU epilogue, halves and interleaved.
     pub kernel DenseGlu { a: f16, b: u4, scale: group(128), epilogue: silu_glu, arch: [sm_90a] }
@@ -187,6 +203,23 @@ fn random_a<T: Element>(rng: &mut Rng, rows: usize, k: usize) -> (Vec<T>, Vec<f6
     (a, f)
 }
 
+/// [`random_a`] for a kernel of activations `a_dtype`: with 8-bit activations the reference's A is A
+/// quantized per token (as the launch quantizes it) and dequantized.
+fn random_a_for<T: Element>(
+    rng: &mut Rng,
+    rows: usize,
+    k: usize,
+    a_dtype: humming::spec::DType,
+) -> (Vec<T>, Vec<f64>) {
+    let (a, f) = random_a::<T>(rng, rows, k);
+    if !humming::spec::layout::is_8bit_activation(a_dtype) {
+        return (a, f);
+    }
+    let a32: Vec<f32> = f.iter().map(|&x| x as f32).collect();
+    let q = quantize_activations(&a32, rows, k, a_dtype, ActScale::PerToken).expect("quantize A");
+    (a, q.dequantize())
+}
+
 fn bias_for<T: Element>(rng: &mut Rng, e: usize, n: usize) -> (Vec<T>, Vec<f64>) {
     let b: Vec<T> = (0..e * n)
         .map(|_| T::from_f32(0.1 * rng.uniform()))
@@ -243,7 +276,7 @@ fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
     let sp = K::DESCRIPTOR;
     let nc = humming::spec::layout::c_columns(sp.epilogue, n);
     let ids = choices(rng, tokens, top_k, e, how);
-    let (a, af) = random_a::<T>(rng, tokens, k);
+    let (a, af) = random_a_for::<T>(rng, tokens, k, sp.a);
     let (bias, bias_f) = bias_for::<T>(rng, e, n);
     let rw: Vec<f32> = (0..tokens * top_k)
         .map(|_| 0.5 + 0.5 * rng.uniform().abs())
@@ -333,14 +366,12 @@ fn indexed_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str, n
 
 /// Every tile of an indexed kernel (block M forced), each with the runtime's K splits and with 3
 /// (the split-K workspace tails of the `mma.sync` and `wgmma` tiles, whose epilogues differ).
-#[test]
-fn gpu_moe_indexed_every_tile() {
-    let name = "gpu_moe_indexed_every_tile";
+fn every_tile<T: Element, K: humming::GemmKernel<A = T, C = T>>(name: &str) {
     let Some(s) = gpu_or_skip(name) else { return };
-    let gemm = Gemm::load::<IdxU4>(&s).expect("load");
+    let gemm = Gemm::load::<K>(&s).expect("load");
     let mut rng = Rng::new(seed());
     let (n, k, e) = (256, 768, 8);
-    let experts = experts_for(&mut rng, &IdxU4::DESCRIPTOR, e, n, k);
+    let experts = experts_for(&mut rng, &K::DESCRIPTOR, e, n, k);
     let dw = gemm.upload_experts(&experts).expect("upload");
     let (mut worst, mut cases) = (0f64, 0);
     for t in gemm.tiles() {
@@ -357,7 +388,7 @@ fn gpu_moe_indexed_every_tile() {
                 (300, Routing::Invalid),
                 (200, Routing::Hot),
             ] {
-                let err = indexed_case::<f16, IdxU4>(
+                let err = indexed_case::<T, K>(
                     &s,
                     &gemm,
                     &experts,
@@ -378,6 +409,16 @@ fn gpu_moe_indexed_every_tile() {
 }
 
 #[test]
+fn gpu_moe_indexed_every_tile() {
+    every_tile::<f16, IdxU4>("gpu_moe_indexed_every_tile");
+}
+
+#[test]
+fn gpu_moe_indexed_every_tile_w4a8() {
+    every_tile::<f16, IdxE4U4>("gpu_moe_indexed_every_tile_w4a8");
+}
+
+#[test]
 fn gpu_moe_indexed_u4() {
     indexed_suite::<f16, IdxU4>("gpu_moe_indexed_u4", 128, 256);
 }
@@ -390,6 +431,16 @@ fn gpu_moe_indexed_mxfp4_bias_bf16() {
 #[test]
 fn gpu_moe_indexed_glu() {
     indexed_suite::<f16, IdxGlu>("gpu_moe_indexed_glu", 256, 192);
+}
+
+#[test]
+fn gpu_moe_indexed_w4a8_fp8() {
+    indexed_suite::<f16, IdxE4U4>("gpu_moe_indexed_w4a8_fp8", 128, 256);
+}
+
+#[test]
+fn gpu_moe_indexed_w4a8_int8_glu() {
+    indexed_suite::<bf16, IdxS8Glu>("gpu_moe_indexed_w4a8_int8_glu", 256, 192);
 }
 
 /// Random offsets `[E + 1]` over `rows` (empty experts included), the last at most `rows`.
@@ -448,7 +499,7 @@ fn grouped_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(
             } else {
                 (tokens, offsets(&mut rng, e, tokens))
             };
-            let (a, af) = random_a::<T>(&mut rng, rows, k);
+            let (a, af) = random_a_for::<T>(&mut rng, rows, k, sp.a);
             let (bias, bias_f) = bias_for::<T>(&mut rng, e, n);
             let d_a = s.clone_htod(&a).expect("a");
             let d_route = s.clone_htod(&route).expect("route");
@@ -510,6 +561,16 @@ fn gpu_moe_masked_nvfp4() {
 #[test]
 fn gpu_moe_masked_u4_bf16() {
     grouped_suite::<bf16, MaskU4>("gpu_moe_masked_u4_bf16", 192, 384, true);
+}
+
+#[test]
+fn gpu_moe_contiguous_w4a8_glu_interleaved() {
+    grouped_suite::<f16, ContE4Glu>("gpu_moe_contiguous_w4a8_glu_interleaved", 256, 256, false);
+}
+
+#[test]
+fn gpu_moe_masked_w8a8_fp8() {
+    grouped_suite::<bf16, MaskE4E4>("gpu_moe_masked_w8a8_fp8", 128, 256, true);
 }
 
 /// NaN activations of every token routed to expert 3 reach only the rows of those tokens.

@@ -5,6 +5,7 @@
 // does). One CTA per row: 16-byte loads of A, 8-byte stores of codes.
 #pragma once
 #include "dequant.cuh"
+#include "ptx.cuh"
 
 namespace humming {
 
@@ -98,6 +99,9 @@ struct ActQuant {
   }
 
   __device__ __forceinline__ static void run(const ActQuantParams& p) {
+    // The GEMM that reads the codes may launch now and stream its first weights (its
+    // griddepcontrol.wait still waits for this whole grid before it reads A).
+    grid_launch_dependents();
     const int row = blockIdx.x;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const u16* a = static_cast<const u16*>(p.a) + static_cast<long long>(row) * p.lda;

@@ -85,11 +85,11 @@ struct Epilogue {
     }
   }
 
-  // 8-bit activations: the scale of row `row` of A (GemmParams::a_scales), which multiplies the row's sums
-  // first; 1 for 16-bit activations.
+  // 8-bit activations: the scale of the row of A behind row `row` of C (GemmParams::a_scales), which
+  // multiplies the row's sums first; 1 for 16-bit activations.
   __device__ __forceinline__ static float act_scale(const GemmParams& p, int row) {
     if constexpr (K::Act::kBytes == 1) {
-      return __ldg(p.a_scales + static_cast<long long>(row) * p.a_scale_stride);
+      return __ldg(p.a_scales + static_cast<long long>(R::a_row(p, row)) * p.a_scale_stride);
     } else {
       return 1.0f;
     }

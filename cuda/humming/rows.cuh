@@ -39,6 +39,8 @@ struct DenseRows {
   __device__ __forceinline__ static int write_row(const GemmParams& p, const TileRows& t, int r) {
     return t.m0 + r < p.m ? t.m0 + r : -1;
   }
+  // Row of A behind row `row` of C (a written row).
+  __device__ __forceinline__ static int a_row(const GemmParams&, int row) { return row; }
 };
 
 // The grouped layouts: a tile is rows [m0, m0 + rows) of A and C, all of one expert.
@@ -51,6 +53,7 @@ struct GroupedRows {
   __device__ __forceinline__ static int write_row(const GemmParams&, const TileRows& t, int r) {
     return r < t.rows ? t.m0 + r : -1;
   }
+  __device__ __forceinline__ static int a_row(const GemmParams&, int row) { return row; }
 };
 
 struct IndexedRows {
@@ -76,6 +79,7 @@ struct IndexedRows {
   __device__ __forceinline__ static int write_row(const GemmParams& p, const TileRows& t, int r) {
     return slot(p, t, r);
   }
+  __device__ __forceinline__ static int a_row(const GemmParams& p, int row) { return row / p.top_k; }
 };
 
 struct GroupedContiguousRows : GroupedRows {

@@ -114,7 +114,7 @@ struct KernelTraits {
   // has no producer warpgroup, and its stages are handed over by CTA barriers (kAhead below).
   static_assert(!R_::kMoe || !kProducer, "MoE wgmma tiles gather A with cp.async: no producer warpgroup");
   static_assert(Q::kABytes == Act::kBytes, "the format's A element size is the activation policy's");
-  static_assert(Act::kBytes == 2 || (kSwapAB && !kGlu && !R_::kMoe), "8-bit activations: swap-AB tiles, dense");
+  static_assert(Act::kMma16 || kSwapAB, "8-bit activations on the 8-bit mma: swap-AB tiles");
 
   using Acc = float[kMTiles][kAccN][4];
 

@@ -196,11 +196,18 @@ fn code_tag(a: DType) -> &'static str {
     }
 }
 
-/// The activation operand policy of a kernel (`cuda/humming/operand.cuh`).
+/// The activation operand policy of a kernel (`cuda/humming/operand.cuh`): float codes with integer
+/// weights take the 16-bit mma.sync main loop on A converted in registers (`Act8Wide`); s8 codes and
+/// float weights in A's code take the 8-bit mma (`Act8`).
 fn activation_policy(spec: &KernelSpec) -> String {
     if is_8bit_activation(spec.a) {
+        let policy = if crate::layout::act8_on_16bit_mma(spec) {
+            "Act8Wide"
+        } else {
+            "Act8"
+        };
         format!(
-            "humming::Act8<{}, {}>",
+            "humming::{policy}<{}, {}>",
             cuda_dtype(spec.c),
             code_tag(spec.a)
         )

@@ -57,6 +57,13 @@ pub fn a_bytes(a: DType) -> u32 {
     if is_8bit_activation(a) { 1 } else { 2 }
 }
 
+/// True for 8-bit float activations with integer weights (W4A8 FP8): their `mma.sync` tiles convert A's
+/// codes to C's 16-bit dtype in registers and run the 16-bit main loop and tiles (sm_90 has no FP8
+/// `mma.sync`); the other 8-bit forms multiply codes with the 8-bit `mma`.
+pub fn act8_on_16bit_mma(spec: &KernelSpec) -> bool {
+    is_8bit_activation(spec.a) && spec.a.is_float() && spec.b != spec.a
+}
+
 /// The 16-bit dtype of the scale grid on B and of the zero points: A's for 16-bit activations, C's for
 /// 8-bit ones (their codes are the mma's operands; the grid scales their partial sums).
 pub fn grid_dtype(spec: &KernelSpec) -> DType {

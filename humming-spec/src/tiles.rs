@@ -58,25 +58,42 @@ pub fn default_tiles(archs: ArchSet) -> Vec<TileConfig> {
 /// of 8 or 16 rows, so the tiles of more rows stack such warps along M (each dequantizes its channels'
 /// weights, which the CTA reads from DRAM once for all its rows):
 ///
-/// - [`default_tiles`]' (8, 128, 256), (16, 128, 256) and its two-CTA twin;
-/// - (32, 128, 128) (two warps along M and two along K), (64, 128, 64) (four along M) and
-///   (128, 64, 64) (eight along M, one 64-channel warp along N).
+/// [`default_tiles`]' (8, 128, 256), (16, 128, 256) and its two-CTA twin, then the stacked tiles
+/// ([`act8_stacked_tiles`]).
 pub fn act8_default_tiles(archs: ArchSet) -> Vec<TileConfig> {
-    let t = |bm: u16, bn: u16, bk: u16, st: u8| TileConfig {
+    default_tiles(archs)
+        .into_iter()
+        .filter(|t| t.mma == Mma::Sync && t.warp_m <= 16)
+        .chain(act8_stacked_tiles())
+        .collect()
+}
+
+/// The tiles of 8-bit activations that stack 16-row swap-AB warps along M: (32, 128, 128) (two warps
+/// along M and two along K), (64, 128, 64) (four along M) and (128, 64, 64) (eight along M, one
+/// 64-channel warp along N).
+fn act8_stacked_tiles() -> [TileConfig; 3] {
+    let t = |bm: u16, bn: u16, bk: u16| TileConfig {
         block_m: bm,
         block_n: bn,
         block_k: bk,
         warp_m: 16,
         warp_n: 64,
         warp_k: 64,
-        stages: st,
+        stages: 4,
         mma: Mma::Sync,
         ctas_per_sm: 0,
     };
-    default_tiles(archs)
+    [t(32, 128, 128), t(64, 128, 64), t(128, 64, 64)]
+}
+
+/// The default tiles of a MoE layout under 8-bit activations: [`moe_default_tiles`]' swap-AB tiles of 8
+/// and 16 rows, then [`act8_default_tiles`]' stacked tiles of 32 and 64 rows (block M of at most 64, as
+/// the 16-bit MoE tiles).
+pub fn act8_moe_tiles(archs: ArchSet) -> Vec<TileConfig> {
+    moe_default_tiles(archs)
         .into_iter()
         .filter(|t| t.mma == Mma::Sync && t.warp_m <= 16)
-        .chain([t(32, 128, 128, 4), t(64, 128, 64, 4), t(128, 64, 64, 4)])
+        .chain(act8_stacked_tiles().into_iter().filter(|t| t.block_m <= 64))
         .collect()
 }
 
@@ -148,7 +165,9 @@ pub fn wgmma_allowed(spec: &KernelSpec) -> bool {
 }
 
 /// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
-/// archs ([`moe_default_tiles`] for a MoE layout, [`act8_default_tiles`] for 8-bit activations) (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
+/// archs ([`moe_default_tiles`] for a MoE layout; their `mma.sync` tiles for W4A8 FP8,
+/// [`crate::layout::act8_on_16bit_mma`]; [`act8_default_tiles`] or [`act8_moe_tiles`] for the other
+/// 8-bit activations) (a default tile compiled for several CTAs per SM only where they fit, [`ctas_fit`]).
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
         let tiles = if spec.layout.is_moe() {
@@ -156,7 +175,12 @@ pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
         } else {
             default_tiles(spec.archs)
         };
-        let tiles = if crate::layout::is_8bit_activation(spec.a) {
+        let tiles = if crate::layout::act8_on_16bit_mma(spec) {
+            // The 16-bit mma.sync tiles (A converted in registers).
+            tiles.into_iter().filter(|t| t.mma == Mma::Sync).collect()
+        } else if crate::layout::is_8bit_activation(spec.a) && spec.layout.is_moe() {
+            act8_moe_tiles(spec.archs)
+        } else if crate::layout::is_8bit_activation(spec.a) {
             let mut t = act8_default_tiles(spec.archs);
             if act8_wgmma_allowed(spec) && spec.archs.contains(Arch::Sm90a) {
                 t.extend(act8_wgmma_tiles());

@@ -492,26 +492,14 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     }
 }
 
-/// The formats the generator emits for 8-bit activations (`e4m3`, `e5m2`, `i8`): the dense layout;
-/// 4-bit integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3`
+/// The formats the generator emits for 8-bit activations (`e4m3`, `e5m2`, `i8`): every layout and
+/// epilogue; 4-bit integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3`
 /// weights under `e4m3`; channel and tensor scales (any dtype, with a secondary scale), group scales of
 /// C's dtype of at least 32; a scale per row of A (per token or one static scale). Their tiles are
 /// checked with the others' in [`check_generator`].
 fn check_formats_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let (a, b, c) = (spec.a, spec.b, spec.c);
     let not_yet = |what: String| format!("{what} with `{a}` activations is not generated yet");
-    if spec.layout.is_moe() {
-        errs.push(
-            sp.layout,
-            not_yet(format!("the `{}` layout", spec.layout.name())),
-        );
-    }
-    if spec.epilogue.is_glu() {
-        errs.push(
-            sp.epilogue,
-            not_yet(format!("the `{}` epilogue", spec.epilogue.name())),
-        );
-    }
     let weights_ok = match b {
         DType::UInt { bits: 4 } | DType::SInt { bits: 4 } => true,
         DType::SInt { bits: 8 } => a == DType::SInt { bits: 8 },
@@ -640,11 +628,13 @@ fn check_targets_and_tiles(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors,
             );
             continue;
         }
-        if act8 && t.mma == Mma::Sync && t.warp_m > 16 {
+        if act8 && t.mma == Mma::Sync && t.warp_m > 16 && !crate::layout::act8_on_16bit_mma(spec) {
             errs.push(
                 span.warp[0],
                 format!(
-                    "8-bit activations run on mma.sync warp tiles of M = 8 or 16; found M = {}",
+                    "`{}` activations with `{}` weights run on mma.sync warp tiles of M = 8 or 16; found M = {}",
+                    spec.a,
+                    spec.b,
                     t.warp_m
                 ),
             );

@@ -172,10 +172,6 @@ fn validation_rules() {
             "not generated yet",
         ),
         (
-            "a: e4m3, b: i4, c: bf16, scale: group(128, bf16), layout: moe_indexed, arch: [sm_90a]",
-            "not generated yet",
-        ),
-        (
             "a: e4m3, b: i4, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]",
             "not generated yet",
         ),
@@ -418,6 +414,10 @@ fn generated_cuda_snapshots() {
         (
             "w8a8_int8_channel",
             "a: i8, b: i8, c: bf16, scale: channel(f32), arch: [sm_80]",
+        ),
+        (
+            "w4a8_int8_moe_glu",
+            "a: i8, b: u4, c: bf16, scale: group(64, bf16), zero_point: int, epilogue: silu_glu, layout: moe_indexed, arch: [sm_90a]",
         ),
     ] {
         let s = spec(fields);

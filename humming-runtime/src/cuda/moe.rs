@@ -2,6 +2,10 @@
 //! [`Launcher::run_contiguous`], [`Launcher::run_masked`]), and the `moe_indexed` helpers: routing
 //! on the GPU ([`Launcher::route`]) and the sum of each token's `top_k` rows ([`Launcher::combine`]).
 //! The host side (the rows each layout names, the reference, the block-M rule) is [`crate::moe`].
+//!
+//! A kernel of 8-bit activations takes A in C's 16-bit dtype, as [`Launcher::run`] does: each launch
+//! quantizes A's rows (the tokens, not the slots) per token into the kernel's own buffers first
+//! ([`Gemm::reserve`] sizes them ahead, e.g. before a CUDA graph capture).
 
 use super::driver::{self, driver_err};
 use super::gemm::{DeviceWeights, Gemm, Launcher, flag, optional_ptr};
@@ -15,7 +19,7 @@ use humming_spec::abi::{
     CombineParams, FLAG_EARLY_TRIGGER, GemmParams, MAX_ROUTE_EXPERTS, ROUTE_THREADS, RouteParams,
     route_smem_bytes,
 };
-use humming_spec::layout::c_columns;
+use humming_spec::layout::{c_columns, is_8bit_activation};
 
 /// The `moe_indexed` routing of one batch on the GPU, filled by [`Launcher::route_into`] from the
 /// router's choices and read by [`Launcher::run_indexed`]: each expert's slots in blocks of
@@ -556,6 +560,13 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         if grid_y == 0 || l.c_rows == 0 {
             return Ok(());
         }
+        // 8-bit activations: A's rows (tokens, not slots) quantized per token into the kernel's own
+        // buffers first (stream-ordered: the launch below reads them).
+        let (a_ptr, a_scales) = if is_8bit_activation(g.spec.a) {
+            g.quantize_into_workspace(a_ptr, l.a_rows, k, k)?
+        } else {
+            (a_ptr, 0)
+        };
         let t = &g.tiles[plan.tile_index];
         let wp = w.ptrs(s);
         let (bias_ptr, _rbias) = optional_ptr(bias, s);
@@ -590,6 +601,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             s_expert: w.s_expert as i64,
             top_k: l.top_k as i32,
             expert_rows: l.expert_rows as i32,
+            a_scales,
+            a_scale_stride: 1,
             ..GemmParams::default()
         };
         let tile = plan.tile;

@@ -16,7 +16,7 @@ using Quant = humming::QuantConfig<
     false,  // bias
     humming::EpilogueKind::kNone,
     1>;  // bytes of an element of A
-using Act = humming::Act8<humming::f16, humming::CodeE4M3>;  // the activation operand
+using Act = humming::Act8Wide<humming::f16, humming::CodeE4M3>;  // the activation operand
 using Weights = humming::IntWeights<Quant>;  // the weight dequantizer
 template <class Tl>
 using Kernel = humming::Gemm<Quant, Tl, Act, Weights, humming::DenseRows>;
@@ -55,37 +55,26 @@ humming_88a9310a50fd5753aaf8b7b64542aa18_t2(const __grid_constant__ humming::Gem
   Kernel<Tile2>::run(params);
 }
 
-// tile 3: b32x128x128w16x64x64s4, 256 threads, 50176 bytes of shared memory
-using Tile3 = humming::Tile<32, 128, 128, 16, 64, 64, 4, false, 0>;
+// tile 3: b32x128x128w32x64x64s4, 128 threads, 50176 bytes of shared memory
+using Tile3 = humming::Tile<32, 128, 128, 32, 64, 64, 4, false, 0>;
 static_assert(Kernel<Tile3>::kSmemBytes == 50176u, "shared memory disagrees with the Rust resource model");
 static_assert(Kernel<Tile3>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
 static_assert(Kernel<Tile3>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
-static_assert(Kernel<Tile3>::kLaunchThreads == 256, "threads disagrees with the Rust resource model");
-extern "C" __global__ void __launch_bounds__(256, 1)
+static_assert(Kernel<Tile3>::kLaunchThreads == 128, "threads disagrees with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(128, 3)
 humming_88a9310a50fd5753aaf8b7b64542aa18_t3(const __grid_constant__ humming::GemmParams params) {
   Kernel<Tile3>::run(params);
 }
 
-// tile 4: b64x128x64w16x64x64s4, 256 threads, 33792 bytes of shared memory
-using Tile4 = humming::Tile<64, 128, 64, 16, 64, 64, 4, false, 0>;
-static_assert(Kernel<Tile4>::kSmemBytes == 33792u, "shared memory disagrees with the Rust resource model");
+// tile 4: b64x128x128w32x64x64s4, 256 threads, 66560 bytes of shared memory
+using Tile4 = humming::Tile<64, 128, 128, 32, 64, 64, 4, false, 0>;
+static_assert(Kernel<Tile4>::kSmemBytes == 66560u, "shared memory disagrees with the Rust resource model");
 static_assert(Kernel<Tile4>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
 static_assert(Kernel<Tile4>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
 static_assert(Kernel<Tile4>::kLaunchThreads == 256, "threads disagrees with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(256, 1)
 humming_88a9310a50fd5753aaf8b7b64542aa18_t4(const __grid_constant__ humming::GemmParams params) {
   Kernel<Tile4>::run(params);
-}
-
-// tile 5: b128x64x64w16x64x64s4, 256 threads, 41472 bytes of shared memory
-using Tile5 = humming::Tile<128, 64, 64, 16, 64, 64, 4, false, 0>;
-static_assert(Kernel<Tile5>::kSmemBytes == 41472u, "shared memory disagrees with the Rust resource model");
-static_assert(Kernel<Tile5>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
-static_assert(Kernel<Tile5>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
-static_assert(Kernel<Tile5>::kLaunchThreads == 256, "threads disagrees with the Rust resource model");
-extern "C" __global__ void __launch_bounds__(256, 1)
-humming_88a9310a50fd5753aaf8b7b64542aa18_t5(const __grid_constant__ humming::GemmParams params) {
-  Kernel<Tile5>::run(params);
 }
 
 // The input quantization: 16-bit A to the kernel's codes and row (or group) scales.
