@@ -1,4 +1,5 @@
-//! Benchmark of the `moe_indexed` layout (vLLM `fused_moe`): a W4A16 expert GEMM on MoE shapes, with
+//! Benchmark of the `moe_indexed` layout (vLLM `fused_moe`): a W4A16 or (`--format w4a8`) W4A8 FP8
+//! expert GEMM on MoE shapes, with
 //! the GPU routing helper timed alone and together with the GEMM, against the DRAM floor of the
 //! experts each routing touches; side by side with humming-kernels through
 //! `scripts/humming-kernels-moe-bench.py` (the same shapes, M and method).
@@ -57,6 +58,35 @@ humming::gemm! {
     /// The experts' W4A16: symmetric signed 4-bit codes, group 128, f16 scales, which is what
     /// humming-kernels' "uint4" g128 computes (it stores q + 8 and takes s · (q − 8)).
     pub kernel MoeW4A16 { a: f16, b: i4, scale: group(128, f16), layout: moe_indexed }
+
+    /// The same experts under e4m3 activations quantized per token (W4A8 FP8; humming-kernels'
+    /// "uint4" g128 with fp8 per-token input).
+    pub kernel MoeW4A8 { a: e4m3, b: i4, c: f16, scale: group(128, f16), layout: moe_indexed, arch: [sm_90a] }
+}
+
+/// The experts' format (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum MoeFormat {
+    /// `MoeW4A16`.
+    W4a16,
+    /// `MoeW4A8`: A quantized to e4m3 per token inside each launch (timed with it).
+    W4a8,
+}
+
+impl MoeFormat {
+    fn spec(self) -> humming::spec::KernelSpec {
+        match self {
+            MoeFormat::W4a16 => MoeW4A16::DESCRIPTOR,
+            MoeFormat::W4a8 => MoeW4A8::DESCRIPTOR,
+        }
+    }
+    /// The name a reference row's format contains.
+    fn name(self) -> &'static str {
+        match self {
+            MoeFormat::W4a16 => "w4a16",
+            MoeFormat::W4a8 => "w4a8",
+        }
+    }
 }
 
 mod common;
@@ -133,7 +163,7 @@ const MODELS: [Model; 2] = [
 
 #[derive(Parser, Debug)]
 #[command(
-    about = "Times the moe_indexed W4A16 GEMM and its GPU routing helper on MoE shapes against the DRAM floor of the touched experts (CUDA-graph replay)."
+    about = "Times the moe_indexed W4A16 or W4A8 GEMM and its GPU routing helper on MoE shapes against the DRAM floor of the touched experts (CUDA-graph replay)."
 )]
 struct Args {
     /// Models, comma separated: qwen3_30b_a3b, deepseek_v3.
@@ -143,6 +173,9 @@ struct Args {
         default_value = "qwen3_30b_a3b,deepseek_v3"
     )]
     models: Vec<String>,
+    /// The experts' format.
+    #[arg(long, value_enum, default_value = "w4a16")]
+    format: MoeFormat,
     /// Values of M (tokens), comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1,16,128,1024")]
     ms: Vec<usize>,
@@ -246,7 +279,7 @@ fn routings_for(model_index: usize, model: &Model, args: &Args) -> Vec<Routings>
 
 /// `--distinct` random experts of `proj`, quantized in parallel.
 fn quantize_distinct(args: &Args, seed: u64, proj: Proj) -> Res<Vec<QuantizedWeights>> {
-    let spec = MoeW4A16::DESCRIPTOR;
+    let spec = args.format.spec();
     let (n, k) = (proj.n, proj.k);
     let parts: Vec<humming::Result<QuantizedWeights>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..args.distinct.max(1))
@@ -304,6 +337,19 @@ fn reference_checks(
             bases.push(r.ids[0][s] % distinct.len() as i32);
         }
         slots_of.push(slots);
+    }
+    let a_dtype = distinct[0].spec().a;
+    if humming::spec::layout::is_8bit_activation(a_dtype) {
+        // As the launch does: each row of A quantized per token.
+        let a32: Vec<f32> = a.iter().map(|&x| x as f32).collect();
+        a = humming::act_quant::quantize_activations(
+            &a32,
+            bases.len(),
+            k,
+            a_dtype,
+            humming::act_quant::ActScale::PerToken,
+        )?
+        .dequantize();
     }
     let rows = MoeRows::Indexed {
         topk_ids: &bases,
@@ -703,12 +749,16 @@ fn run(args: &Args) -> Res<ExitCode> {
     let env = Env {
         args,
         stream: stream.clone(),
-        gemm: Gemm::<f16, f16>::load::<MoeW4A16>(&stream)?,
+        gemm: match args.format {
+            MoeFormat::W4a16 => Gemm::<f16, f16>::load::<MoeW4A16>(&stream)?,
+            MoeFormat::W4a8 => Gemm::<f16, f16>::load::<MoeW4A8>(&stream)?,
+        },
         bw_tbs,
     };
     let mut report = MoeReport {
         tool: "humming examples/bench_moe.rs".into(),
-        descriptor: MoeW4A16::DESCRIPTOR.to_string(),
+        descriptor: args.format.spec().to_string(),
+        format: args.format.name().into(),
         device,
         copy_bw_tbs: bw_tbs,
         copy_bytes,

@@ -70,6 +70,9 @@ pub struct MoeRow {
 pub struct MoeReport {
     pub tool: String,
     pub descriptor: String,
+    /// "w4a16" or "w4a8": a reference row of a named format must name this one.
+    #[serde(default)]
+    pub format: String,
     pub device: DeviceInfo,
     /// Device-to-device copy bandwidth, bytes read + written per second, in TB/s.
     pub copy_bw_tbs: f64,
@@ -160,14 +163,18 @@ pub struct MergedMoeRow {
     pub reference_ok: Option<bool>,
 }
 
-/// The reference row of the same model, projection, E, N, K and M.
+/// The reference row of the same format, model, projection, E, N, K and M (a row naming its format
+/// in `fmt` or `format` must name `format`).
 fn find_reference<'a>(
     py_rows: &'a [serde_json::Value],
     r: &MoeRow,
+    format: &str,
 ) -> Option<&'a serde_json::Value> {
     let num = |p: &serde_json::Value, key: &str| p[key].as_u64().map(|v| v as usize);
     py_rows.iter().find(|p| {
-        p["model"].as_str() == Some(r.model.as_str())
+        let named = p["fmt"].as_str().or(p["format"].as_str());
+        named.is_none_or(|f| format.is_empty() || f.contains(format))
+            && p["model"].as_str() == Some(r.model.as_str())
             && p["proj"].as_str() == Some(r.proj.as_str())
             && num(p, "E") == Some(r.experts)
             && num(p, "n") == Some(r.n)
@@ -190,7 +197,7 @@ pub fn merge_moe(report: &MoeReport, reference: &Path, out: &Path) -> Res<()> {
         .rows
         .iter()
         .map(|r| {
-            let p = find_reference(py_rows, r);
+            let p = find_reference(py_rows, r, &report.format);
             let humming_us = p.and_then(|p| p["humming_us"].as_f64());
             MergedMoeRow {
                 model: r.model.clone(),
@@ -225,7 +232,7 @@ pub fn merge_moe(report: &MoeReport, reference: &Path, out: &Path) -> Res<()> {
     )?;
     writeln!(
         md,
-        "Device: {} (sm {}). Kernel: `{}` (humming-kernels: uint4, group 128, fp16 scales, the same \
+        "Device: {} (sm {}). Kernel: `{}` (humming-kernels: uint4, group 128, fp16 scales{}, the same \
          format), `moe_indexed` (vLLM fused_moe layout). Copy bandwidth (bytes read + written): {:.2} \
          TB/s in our run, {} TB/s in the reference's. Times: median per launch by CUDA-graph replay \
          over {} uniform random routings (each token picks top_k distinct experts), in microseconds; \
@@ -239,6 +246,11 @@ pub fn merge_moe(report: &MoeReport, reference: &Path, out: &Path) -> Res<()> {
         report.device.name,
         report.device.capability,
         report.descriptor,
+        if report.format == "w4a8" {
+            ", e4m3 activations quantized per token inside the launch (both timed with it)"
+        } else {
+            ""
+        },
         report.copy_bw_tbs,
         f(py_bw, 2),
         report.routings,
