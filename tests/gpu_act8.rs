@@ -3,8 +3,9 @@
 //! - `gpu_act8_quantize_*`: the input-quantization kernel equals `act_quant::quantize_activations`
 //!   bit for bit (codes and scales): e4m3, e5m2 and i8; per token, per group of 128 and 64, and a
 //!   static tensor scale that saturates; a zero row (scale 0, zero codes), rows with outliers.
-//! - `gpu_act8_<format>`: `run` on 16-bit A (quantized per token by the runtime) over M in
-//!   {1, 7, 16, 20, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
+//! - `gpu_act8_<format>`: W4A8 FP8 (i4 / u4, zero points, group / channel scales), e5m2, W4A8 INT8,
+//!   W8A8 INT8 and FP8, MXFP4 x e4m3 and e2m1 x e5m2: `run` on 16-bit A (quantized per token by the
+//!   runtime) over M in {1, 7, 16, 20, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
 //!   splits and with 3 fixed splits: C poisoned first and guarded, every element written and finite,
 //!   equal over two launches, and within 2e-3 (f16) / 8e-3 (bf16) relative error of the f64
 //!   reference on the same quantized activations (`reference_gemm` of `dequantize()`). Row 0 of A is
@@ -52,6 +53,12 @@ humming::gemm! {
 
     /// W8A8 FP8, channel scales.
     pub kernel E4E4Ch { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_89, sm_90a] }
+
+    /// W4A8 MXFP4: e2m1 weights with ue8m0 scales of 32 under e4m3 activations, bf16.
+    pub kernel E4Mxfp4 { a: e4m3, b: e2m1, c: bf16, scale: group(32, ue8m0), arch: [sm_90a] }
+
+    /// e2m1 weights with f32 group scales of 64 and a bias under e5m2, bf16.
+    pub kernel E5Fp4Bias { a: e5m2, b: e2m1, c: bf16, scale: group(64, f32), bias: true, arch: [sm_90a] }
 
     /// W8A8 FP8, a tensor scale, a bias and SiLU.
     pub kernel E4E4Silu { a: e4m3, b: e4m3, c: f16, scale: tensor(f32), bias: true, epilogue: silu, arch: [sm_90a] }
@@ -234,6 +241,14 @@ fn gpu_act8_w8a8_int8_bias() {
 #[test]
 fn gpu_act8_w8a8_fp8_channel() {
     suite::<bf16, E4E4Ch>("gpu_act8_w8a8_fp8_channel");
+}
+#[test]
+fn gpu_act8_w4a8_mxfp4() {
+    suite::<bf16, E4Mxfp4>("gpu_act8_w4a8_mxfp4");
+}
+#[test]
+fn gpu_act8_e5m2_fp4_bias() {
+    suite::<bf16, E5Fp4Bias>("gpu_act8_e5m2_fp4_bias");
 }
 #[test]
 fn gpu_act8_w8a8_fp8_tensor_silu() {

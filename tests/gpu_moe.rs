@@ -11,7 +11,8 @@
 //!   poison bit for bit, and the guard past C is untouched.
 //! - The same for 8-bit activations (the launch quantizes A per token; the reference takes A quantized
 //!   and dequantized alike): W4A8 FP8 indexed (every tile too), W4A8 INT8 indexed with zero points and
-//!   SiLU-GLU, W4A8 FP8 contiguous with interleaved SiLU-GLU, W8A8 FP8 masked.
+//!   SiLU-GLU, MXFP4 x e4m3 indexed with a bias, W4A8 FP8 contiguous with interleaved SiLU-GLU, W8A8
+//!   FP8 masked.
 //! - `gpu_moe_block`: route, gate-up with SiLU-GLU, down with the router's weights, combine, captured
 //!   in one CUDA graph and replayed on new routings: equal to the launches bit for bit and to the f64
 //!   reference of the whole block.
@@ -68,6 +69,9 @@ humming::gemm! {
 
     /// W4A8 FP8 with interleaved SiLU-GLU, rows contiguous per expert.
     pub kernel ContE4Glu { a: e4m3, b: i4, c: f16, scale: group(128, f16), epilogue: silu_glu_interleaved, layout: moe_grouped_contiguous, arch: [sm_90a] }
+
+    /// W4A8 MXFP4 experts (e2m1, ue8m0 scales of 32) with a bias under e4m3 activations, bf16.
+    pub kernel IdxE4Mxfp4 { a: e4m3, b: e2m1, c: bf16, scale: group(32, ue8m0), bias: true, layout: moe_indexed, arch: [sm_90a] }
 
     /// W8A8 FP8 experts with channel scales, masked rows.
     pub kernel MaskE4E4 { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), layout: moe_grouped_masked, arch: [sm_90a] }
@@ -436,6 +440,11 @@ fn gpu_moe_indexed_glu() {
 #[test]
 fn gpu_moe_indexed_w4a8_fp8() {
     indexed_suite::<f16, IdxE4U4>("gpu_moe_indexed_w4a8_fp8", 128, 256);
+}
+
+#[test]
+fn gpu_moe_indexed_w4a8_mxfp4_bias() {
+    indexed_suite::<bf16, IdxE4Mxfp4>("gpu_moe_indexed_w4a8_mxfp4_bias", 192, 320);
 }
 
 #[test]

@@ -177,7 +177,7 @@ impl QuantizedWeights {
         check_tiling(n, k)?;
         let bits = self.bits();
         let mut words = vec![0u32; n * k * bits as usize / 32];
-        let sign_bits = float4_sign_bits(self.spec.a, self.spec.b);
+        let sign_bits = float4_sign_bits(grid_dtype(&self.spec), self.spec.b);
         // Kernel channel c holds declared row src(c) (the gated epilogues' order; else c).
         let src = |c: usize| glu_source(self.spec.epilogue, n, c);
         for_each_slot(&self.spec, n, k, |word, bit, s, off, nn, kx| {
@@ -328,7 +328,7 @@ impl QuantizedWeights {
                             "scale row {} of channel {} is beyond {}'s range once the channel's power of two is factored out",
                             i / n,
                             i % n,
-                            spec.a
+                            grid_dtype(spec)
                         ),
                     ));
                 }

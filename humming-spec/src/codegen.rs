@@ -227,7 +227,7 @@ fn weight_policy(spec: &KernelSpec) -> String {
     }
     match spec.b {
         DType::Float { exp, man } if is_float_weight(spec.b) => {
-            match float4_sign_bits(spec.a, spec.b) {
+            match float4_sign_bits(grid_dtype(spec), spec.b) {
                 // The sign bit of each slot, slot j at bits 4j (the placement the packer uses).
                 Some(bits) => {
                     let packed = bits

@@ -65,7 +65,8 @@ pub fn act8_on_16bit_mma(spec: &KernelSpec) -> bool {
 }
 
 /// The 16-bit dtype of the scale grid on B and of the zero points: A's for 16-bit activations, C's for
-/// 8-bit ones (their codes are the mma's operands; the grid scales their partial sums).
+/// 8-bit ones (the grid scales the 8-bit mma's partial sums, or, under [`act8_on_16bit_mma`], is the
+/// dtype the weights are dequantized to).
 pub fn grid_dtype(spec: &KernelSpec) -> DType {
     if spec.a.is_16bit_float() {
         spec.a
@@ -133,11 +134,12 @@ pub fn is_float_weight(b: DType) -> bool {
     matches!(b, DType::Float { exp, .. } if exp > 0)
 }
 
-/// For float weights: `bias(A) - bias(B)`, the power of two by which B's bits moved into A's layout
+/// For float weights dequantized to a 16-bit dtype ([`grid_dtype`]: A's, or C's under W4A8 FP8):
+/// `bias(that) - bias(B)`, the power of two by which B's bits moved into its layout
 /// undershoot the weight (`w * 2^-shift`); 0 otherwise.
 pub fn float_shift(spec: &KernelSpec) -> i32 {
-    if is_float_weight(spec.b) && spec.a.is_16bit_float() {
-        spec.a.exponent_bias() - spec.b.exponent_bias()
+    if is_float_weight(spec.b) && (spec.a.is_16bit_float() || act8_on_16bit_mma(spec)) {
+        grid_dtype(spec).exponent_bias() - spec.b.exponent_bias()
     } else {
         0
     }
@@ -148,7 +150,7 @@ pub fn float_shift(spec: &KernelSpec) -> i32 {
 /// under f16, none under bf16 (where `w * 2^-shift` can fall below f32's normal range in the mma, so
 /// the kernel multiplies it back first).
 pub fn carried_shift(spec: &KernelSpec) -> i32 {
-    if spec.a == DType::BF16 {
+    if grid_dtype(spec) == DType::BF16 {
         0
     } else {
         float_shift(spec)

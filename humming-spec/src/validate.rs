@@ -493,17 +493,22 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
 }
 
 /// The formats the generator emits for 8-bit activations (`e4m3`, `e5m2`, `i8`): every layout and
-/// epilogue; 4-bit integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8` and `e4m3`
-/// weights under `e4m3`; channel and tensor scales (any dtype, with a secondary scale), group scales of
-/// C's dtype of at least 32; a scale per row of A (per token or one static scale). Their tiles are
+/// epilogue; 4-bit integer weights (`u4` with or without a zero point, `i4`), `i8` weights under `i8`,
+/// `e4m3` weights under `e4m3`, and float weights `eXmY` of another code under float codes (e.g. MXFP4
+/// x e4m3); channel and tensor scales (any dtype, with a secondary scale), group scales of at least 32
+/// of C's dtype (any dtype on float weights); a scale per row of A (per token or one static scale). Their tiles are
 /// checked with the others' in [`check_generator`].
 fn check_formats_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     let (a, b, c) = (spec.a, spec.b, spec.c);
     let not_yet = |what: String| format!("{what} with `{a}` activations is not generated yet");
+    // Float weights under float codes (not in A's own code) are dequantized to C's dtype as under 16-bit
+    // activations (layout::act8_on_16bit_mma), with their scales of any dtype.
+    let float_on_16bit =
+        crate::layout::is_float_weight(b) && crate::layout::act8_on_16bit_mma(spec);
     let weights_ok = match b {
         DType::UInt { bits: 4 } | DType::SInt { bits: 4 } => true,
         DType::SInt { bits: 8 } => a == DType::SInt { bits: 8 },
-        _ => b == a && a.is_float(),
+        _ => (b == a && a.is_float()) || float_on_16bit,
     };
     if !weights_ok {
         errs.push(sp.b, not_yet(format!("`{b}` weights")));
@@ -511,7 +516,7 @@ fn check_formats_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
     match spec.scale.granularity {
         ScaleGranularity::Channel | ScaleGranularity::Tensor => {}
         ScaleGranularity::Group { size } => {
-            if spec.scale.dtype != c {
+            if spec.scale.dtype != c && !float_on_16bit {
                 errs.push(
                     sp.scale_dtype,
                     not_yet(format!(
