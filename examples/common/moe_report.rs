@@ -412,9 +412,23 @@ mod tests {
              "humming_us": 99.0}
         ]});
         let rows = py["rows"].as_array().unwrap();
-        let at = |r: &MoeRow| find_reference(rows, r).and_then(|p| p["humming_us"].as_f64());
+        let at =
+            |r: &MoeRow| find_reference(rows, r, "w4a16").and_then(|p| p["humming_us"].as_f64());
         assert_eq!(at(&back.rows[0]), Some(8.0));
         assert_eq!(at(&back.rows[1]), None);
+        // A row naming another format is not this one's reference.
+        let named = json!([
+            {"fmt": "moe_w4a8_uint4g128_fp8e4m3_tok", "model": "qwen3_30b_a3b", "proj": "gate_up",
+             "E": 128, "n": 1536, "k": 2048, "m": 1, "humming_us": 9.0},
+            {"fmt": "moe_w4a16_uint4g128", "model": "qwen3_30b_a3b", "proj": "gate_up",
+             "E": 128, "n": 1536, "k": 2048, "m": 1, "humming_us": 7.0}
+        ]);
+        let named = named.as_array().unwrap();
+        let pick = |f: &str| {
+            find_reference(named, &back.rows[0], f).and_then(|p| p["humming_us"].as_f64())
+        };
+        assert_eq!(pick("w4a8"), Some(9.0));
+        assert_eq!(pick("w4a16"), Some(7.0));
 
         let dir = std::env::temp_dir().join(format!("moe-merge-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
