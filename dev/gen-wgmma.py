@@ -146,7 +146,8 @@ def spec(n, bits):
     out_ops = ",\n            ".join(
         ", ".join(f'"+f"(d[{c} * kMt + mt][{j}])' for j in range(4)) for c in range(n // 8)
     )
-    in_ops = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1)'
+    # The 8-bit wrappers take scale-d as an argument (0: D = A * B, a group's first k32 step).
+    in_ops = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), ' + ('"r"(scale_d)' if bits == 8 else '"r"(1)')
 
     macro = kd["macro"].format(n=n)
     body = (
@@ -160,13 +161,14 @@ def spec(n, bits):
         f'      : "memory")\n'
     )
     yes, no = kd["types"]
+    extra = ", int scale_d = 1" if bits == 8 else ""
     return (
         f"\n// The m64n{n}k{kd['k']} instruction for {kd['what']}.\n"
         f"#define {macro}(TY) \\\n{body}"
         f"\ntemplate <{kd['param']}>\n"
         f"struct {kd['struct'].format(n=n)} {{\n"
         f"  template <int kMt, int kAccN>\n"
-        f"  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc) {{\n"
+        f"  __device__ __forceinline__ static void run(float (&d)[kAccN][4], int mt, const u32 (&a)[4], u64 desc{extra}) {{\n"
         f"#if HUMMING_HAS_WGMMA\n"
         f"    if constexpr ({kd['test']}) {{\n"
         f"      {macro}(\"{yes}\");\n"

@@ -483,13 +483,15 @@ struct IntWeights {
   // 2^(bits - 1) for signed codes): s8 in two's complement, by a per-byte subtraction that cannot borrow
   // ((c | 0x80) - z, then the top bit flipped); for float codes, |v| (below Code::kLinear) as the
   // normalized integer |v| * 2^-kUnitExp with v's sign, the sign found where 16 + c - z leaves bit 4.
-  template <class Code>
+  // kFold false: the value c - z even where the codes could fold (the wgmma path, which has no fold).
+  template <class Code, bool kFold = folds<Code>()>
   __device__ __forceinline__ static void bytes(const Slab& s, u32 (&b)[8]) {
     static_assert(Q::kBits == 4 || (Q::kBits == 8 && Code::kInt && Q::kSigned),
                   "8-bit activations take 4-bit codes, or signed 8-bit codes with s8");
+    static_assert(!kFold || folds<Code>(), "folding where the codes allow it");
     u32 u[8];  // the codes of channel nt * 8 + lane / 4, one per byte
     codes(s, u);
-    if constexpr (folds<Code>()) {
+    if constexpr (kFold) {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) b[nt] = u[nt];
       return;
@@ -551,7 +553,7 @@ struct NativeWeights {
     return false;
   }
   __device__ __forceinline__ static float zero(const Slab&, int) { return 0.0f; }
-  template <class Code>
+  template <class Code, bool kFold = false>
   __device__ __forceinline__ static void bytes(const Slab& s, u32 (&b)[8]) {
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) b[nt] = s.w[nt];

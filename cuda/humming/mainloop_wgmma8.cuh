@@ -1,8 +1,9 @@
 // humming: one BK step of the Hopper wgmma main loop for 8-bit activations (Act8, sm_90a): per k32 slab
 // (two packed k16 slabs) each warp turns its WN channels' codes into WN/16 A fragments of 8-bit codes and
 // the warpgroup issues WN/16 wgmma.m64nBMk32 with the A tile (64-byte rows, 64-byte swizzle) as the shared
-// operand. The codes are the operand as they are (W8A8 FP8: weights in A's own code, no group scales),
-// so the accumulators take every K step and the epilogue applies the channel and row scales. One commit
+// operand. W8A8 FP8 (weights in A's own code, no group scales): the accumulators take every K step and
+// the epilogue applies the channel and row scales. W4A8 FP8: the 4-bit codes become c - z as e4m3
+// normalized integers and each group's sums are promoted (kPromote). One commit
 // group per k32 slab is in flight while the warps build the next slab's fragments; the stage hand-off
 // (committed) is that of the 16-bit path, called for both packed slabs of the k32 slab.
 #pragma once
@@ -18,12 +19,43 @@ struct WgmmaStage8 {
   using Q = typename K::Q;
   using Code = typename Act::Code;
   static constexpr int kMt = K::kMt;
-  static_assert(!Code::kInt && !W::template folds<Code>() && W::template unit<Code>() == 1.0f && !Q::kScaleOnB,
-                "wgmma with 8-bit activations: float weights in A's code under channel or tensor scales");
+  static constexpr int kAccN = K::kAccN;
+  static constexpr float kUnit = W::template unit<Code>();
+  // Promotion: with a scale grid on B, or codes that are the weights times 2^-kUnitExp (4-bit integer
+  // codes as e4m3 normalized integers), each group's partial sums (a second accumulator set, each group
+  // started by a wgmma with scale-d 0) are added into the f32 accumulators as acc += part * scale *
+  // unit, once per k32 slab (groups of 32) or per warpgroup slice (64 deep, larger groups).
+  static constexpr bool kPromote = Q::kScaleOnB || kUnit != 1.0f;
+  static constexpr int kSlabsPerGroup = Q::kGroup == 32 ? 1 : 2;
+  static_assert(!Code::kInt, "wgmma with 8-bit activations: float codes");
+  static_assert(!Q::kScaleOnB || Q::kGroup >= 32, "groups of at least one k32 slab");
+
+  // acc += part * scale(channel) * kUnit; `in` is a slab of the group (its scales).
+  __device__ __forceinline__ static void promote(typename K::Acc& acc, const float (&part)[kAccN][4],
+                                                 const typename W::Slab& in) {
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      float s0 = kUnit, s1 = kUnit;
+      if constexpr (Q::kScaleOnB) {
+        s0 = Act::to_float(static_cast<u16>(in.sw[mt] & 0xFFFFu)) * kUnit;  // channel mt*16 + lane/4
+        s1 = Act::to_float(static_cast<u16>(in.sw[mt] >> 16)) * kUnit;      // channel mt*16 + lane/4 + 8
+      }
+#pragma unroll
+      for (int c = 0; c < kAccN / kMt; ++c) {
+        float(&d)[4] = acc[0][c * kMt + mt];
+        const float(&q)[4] = part[c * kMt + mt];
+        d[0] = fmaf(s0, q[0], d[0]);
+        d[1] = fmaf(s0, q[1], d[1]);
+        d[2] = fmaf(s1, q[2], d[2]);
+        d[3] = fmaf(s1, q[3], d[3]);
+      }
+    }
+  }
 
   template <class LoadSlab, class Committed>
   __device__ __forceinline__ static void step(typename K::Acc& acc, u32 a_tile, const WarpPlace& w,
                                               LoadSlab&& load_slab, Committed&& committed) {
+    float part[kPromote ? kAccN : 1][4];
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       typename W::Slab lo, hi;
@@ -32,17 +64,30 @@ struct WgmmaStage8 {
       W::template select<K::kHalves>(lo, w.unit_part);
       W::template select<K::kHalves>(hi, w.unit_part);
       u32 blo[8], bhi[8];
-      W::template bytes<Code>(lo, blo);
-      W::template bytes<Code>(hi, bhi);
+      W::template bytes<Code, false>(lo, blo);
+      W::template bytes<Code, false>(hi, bhi);
       const u64 desc = wgmma_desc_sw64(a_tile + j * 32);
       wgmma_fence();
 #pragma unroll
       for (int mt = 0; mt < kMt; ++mt) {
         const u32 f[4] = {blo[2 * mt], blo[2 * mt + 1], bhi[2 * mt], bhi[2 * mt + 1]};
-        WgmmaRS8<Code, Tl::BM>::template run<kMt>(acc[0], mt, f, desc);
+        if constexpr (kPromote) {
+          WgmmaRS8<Code, Tl::BM>::template run<kMt>(part, mt, f, desc, j % kSlabsPerGroup != 0);
+        } else {
+          WgmmaRS8<Code, Tl::BM>::template run<kMt>(acc[0], mt, f, desc);
+        }
       }
       wgmma_commit();
-      wgmma_wait<1>();  // the previous slab's wgmmas are done: their registers may be reused
+      if constexpr (kPromote) {
+        if (j % kSlabsPerGroup == kSlabsPerGroup - 1) {
+          wgmma_wait<0>();  // the group's sums are in `part`
+          promote(acc, part, hi);
+        } else {
+          wgmma_wait<1>();
+        }
+      } else {
+        wgmma_wait<1>();  // the previous slab's wgmmas are done: their registers may be reused
+      }
       committed(2 * j);
       committed(2 * j + 1);
     }

@@ -3,6 +3,7 @@
 //! exists for the launches the selection rule gives it. The numbers behind each choice are in
 //! `perf/HISTORY.md`.
 
+use crate::DType;
 use crate::model::*;
 use crate::resources::ctas_fit;
 
@@ -97,21 +98,35 @@ pub fn act8_moe_tiles(archs: ArchSet) -> Vec<TileConfig> {
         .collect()
 }
 
-/// Whether a kernel of 8-bit activations has `wgmma` tiles: W8A8 FP8 (float weights in A's own code)
-/// under channel or tensor scales, whose codes are the wgmma operand as they are.
+/// Whether a kernel of 8-bit activations has `wgmma` tiles (dense): W8A8 FP8 (float weights in A's
+/// own code) under channel or tensor scales, whose codes are the wgmma operand as they are; and W4A8
+/// FP8 (4-bit integer codes under e4m3), whose codes become e4m3 normalized integers and whose groups'
+/// partial sums are promoted ([`act8_wgmma_promotes`]).
 pub fn act8_wgmma_allowed(spec: &KernelSpec) -> bool {
-    spec.a.is_float()
-        && spec.b == spec.a
-        && !crate::layout::scale_on_b(spec)
-        && spec.layout == Layout::Dense
+    spec.layout == Layout::Dense
+        && ((spec.a.is_float() && spec.b == spec.a && !crate::layout::scale_on_b(spec))
+            || act8_wgmma_promotes(spec))
 }
 
-/// The `wgmma` tiles of [`act8_wgmma_allowed`] kernels (sm_90a): [`default_tiles`]' `wgmma` tiles of
-/// 64 rows and more (the 8-bit A tile comes by TMA as the 16-bit one does).
-pub fn act8_wgmma_tiles() -> Vec<TileConfig> {
+/// W4A8 FP8 on `wgmma`: every k32 slab (groups of 32) or warpgroup slice is summed in a second
+/// accumulator set and promoted into the f32 accumulators under its group scale.
+pub fn act8_wgmma_promotes(spec: &KernelSpec) -> bool {
+    spec.a == DType::E4M3 && matches!(spec.b, DType::UInt { bits: 4 } | DType::SInt { bits: 4 })
+}
+
+/// Whether `wgmma` tile `t` fits a kernel of 8-bit activations: with promotion the two accumulator
+/// sets, block M / 2 x warp N / 16 floats each per thread, hold at most 64 floats each.
+pub fn act8_wgmma_tile_fits(spec: &KernelSpec, t: &TileConfig) -> bool {
+    !act8_wgmma_promotes(spec) || (t.block_m as u32 / 2) * (t.warp_n as u32 / 16) <= 64
+}
+
+/// The `wgmma` tiles of an [`act8_wgmma_allowed`] kernel (sm_90a): [`default_tiles`]' `wgmma` tiles of
+/// 64 rows and more (the 8-bit A tile comes by TMA as the 16-bit one does) that
+/// [`act8_wgmma_tile_fits`].
+pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
     default_tiles(ArchSet(Arch::Sm90a.bit()))
         .into_iter()
-        .filter(|t| t.mma == Mma::Wgmma && t.block_m >= 64)
+        .filter(|t| t.mma == Mma::Wgmma && t.block_m >= 64 && act8_wgmma_tile_fits(spec, t))
         .collect()
 }
 
@@ -175,20 +190,20 @@ pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
         } else {
             default_tiles(spec.archs)
         };
-        let tiles = if crate::layout::act8_on_16bit_mma(spec) {
+        let act8 = crate::layout::is_8bit_activation(spec.a);
+        let mut tiles = if crate::layout::act8_on_16bit_mma(spec) {
             // The 16-bit mma.sync tiles (A converted in registers).
             tiles.into_iter().filter(|t| t.mma == Mma::Sync).collect()
-        } else if crate::layout::is_8bit_activation(spec.a) && spec.layout.is_moe() {
+        } else if act8 && spec.layout.is_moe() {
             act8_moe_tiles(spec.archs)
-        } else if crate::layout::is_8bit_activation(spec.a) {
-            let mut t = act8_default_tiles(spec.archs);
-            if act8_wgmma_allowed(spec) && spec.archs.contains(Arch::Sm90a) {
-                t.extend(act8_wgmma_tiles());
-            }
-            t
+        } else if act8 {
+            act8_default_tiles(spec.archs)
         } else {
             tiles
         };
+        if act8 && act8_wgmma_allowed(spec) && spec.archs.contains(Arch::Sm90a) {
+            tiles.extend(act8_wgmma_tiles(spec));
+        }
         tiles
             .into_iter()
             .filter(|t| t.mma == Mma::Sync || wgmma_allowed(spec))

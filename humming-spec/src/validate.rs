@@ -629,7 +629,18 @@ fn check_targets_and_tiles(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors,
         if act8 && t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_allowed(spec) {
             errs.push(
                 span.mma,
-                format!("a `wgmma` tile with `{}` activations is not generated yet but for weights in A's code (W8A8 FP8) under channel or tensor scales; use mma.sync tiles", spec.a),
+                format!("a `wgmma` tile with `{}` activations is not generated yet but for dense W8A8 FP8 (weights in A's code) under channel or tensor scales and dense W4A8 FP8 (u4 / i4 under e4m3); use mma.sync tiles", spec.a),
+            );
+            continue;
+        }
+        if act8 && t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_tile_fits(spec, t) {
+            errs.push(
+                span.block[0],
+                format!(
+                    "a W4A8 `wgmma` tile keeps two accumulator sets (each group's sums are promoted): block M / 2 x warp N / 16 must be at most 64; found {} x {}",
+                    t.block_m / 2,
+                    t.warp_n / 16
+                ),
             );
             continue;
         }

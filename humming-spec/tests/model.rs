@@ -176,8 +176,12 @@ fn validation_rules() {
             "not generated yet",
         ),
         (
-            "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
+            "a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
             "not generated yet",
+        ),
+        (
+            "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [tile(block = (128, 128, 128), stages = 4, mma = wgmma)]",
+            "two accumulator sets",
         ),
         (
             "a: i8, b: u4, c: f16, scale: group(128, f16), tiles: [tile(block = (64, 128, 128), warp = (32, 64, 64))]",

@@ -77,6 +77,17 @@ humming_88a9310a50fd5753aaf8b7b64542aa18_t4(const __grid_constant__ humming::Gem
   Kernel<Tile4>::run(params);
 }
 
+// tile 5: b64x128x128w64x32x64s4wgmma, 384 threads, 70656 bytes of shared memory
+using Tile5 = humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>;
+static_assert(Kernel<Tile5>::kSmemBytes == 70656u, "shared memory disagrees with the Rust resource model");
+static_assert(Kernel<Tile5>::kStaged == true, "staged epilogue disagrees with the Rust resource model");
+static_assert(Kernel<Tile5>::kAtomicC == true, "atomic split-K disagrees with the Rust resource model");
+static_assert(Kernel<Tile5>::kLaunchThreads == 384, "threads disagrees with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(384, 1)
+humming_88a9310a50fd5753aaf8b7b64542aa18_t5(const __grid_constant__ humming::GemmParams params) {
+  Kernel<Tile5>::run(params);
+}
+
 // The input quantization: 16-bit A to the kernel's codes and row (or group) scales.
 extern "C" __global__ void __launch_bounds__(256)
 humming_88a9310a50fd5753aaf8b7b64542aa18_quant(const __grid_constant__ humming::ActQuantParams params) {
