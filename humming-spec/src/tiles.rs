@@ -124,10 +124,26 @@ pub fn act8_wgmma_tile_fits(spec: &KernelSpec, t: &TileConfig) -> bool {
 /// 64 rows and more (the 8-bit A tile comes by TMA as the 16-bit one does) that
 /// [`act8_wgmma_tile_fits`].
 pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
-    default_tiles(ArchSet(Arch::Sm90a.bit()))
+    let mut tiles: Vec<TileConfig> = default_tiles(ArchSet(Arch::Sm90a.bit()))
         .into_iter()
         .filter(|t| t.mma == Mma::Wgmma && t.block_m >= 64 && act8_wgmma_tile_fits(spec, t))
-        .collect()
+        .collect();
+    if act8_wgmma_promotes(spec) {
+        // 128 rows in warps of 16 channels (two warpgroups along N): m64n128k32 steps whose two
+        // accumulator sets fit.
+        tiles.push(TileConfig {
+            block_m: 128,
+            block_n: 128,
+            block_k: 64,
+            warp_m: 128,
+            warp_n: 16,
+            warp_k: 64,
+            stages: 4,
+            mma: Mma::Wgmma,
+            ctas_per_sm: 0,
+        });
+    }
+    tiles
 }
 
 /// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and
