@@ -4,8 +4,7 @@
 //!   bit for bit (codes and scales): e4m3, e5m2 and i8; per token, per group of 128 and 64, and a
 //!   static tensor scale that saturates; a zero row (scale 0, zero codes), rows with outliers.
 //! - `gpu_act8_<format>`: W4A8 FP8 (i4 / u4, zero points, group / channel scales), e5m2, W4A8 INT8,
-//!   W8A8 INT8 and FP8, MXFP4 x e4m3 and e2m1 x e5m2, W4A8 FP8 on each of its wgmma tiles alone:
-//!   `run` on 16-bit A (quantized per token by the
+//!   W8A8 INT8 and FP8, MXFP4 x e4m3 and e2m1 x e5m2: `run` on 16-bit A (quantized per token by the
 //!   runtime) over M in {1, 7, 16, 20, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
 //!   splits and with 3 fixed splits: C poisoned first and guarded, every element written and finite,
 //!   equal over two launches, and within 2e-3 (f16) / 8e-3 (bf16) relative error of the f64
@@ -33,12 +32,6 @@ type Stream = Arc<cudarc::driver::CudaStream>;
 humming::gemm! {
     /// W4A8 FP8, GPTQ-style symmetric 4-bit weights, group 128 (sm_89 compile-checked).
     pub kernel E4I4G128 { a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_89, sm_90a] }
-
-    /// W4A8 FP8 on the 128-row wgmma tile alone (promotion per warpgroup slice), bf16, group 64.
-    pub kernel E4I4Wg { a: e4m3, b: i4, c: bf16, scale: group(64, bf16), arch: [sm_90a], tiles: [tile(block = (128, 128, 64), warp = (128, 16, 64), stages = 4, mma = wgmma)] }
-
-    /// W4A8 FP8 with zero points and groups of 32 on the 64-row wgmma tile alone (promotion per k32 slab).
-    pub kernel E4U4Wg32 { a: e4m3, b: u4, c: f16, scale: group(32, f16), zero_point: int, arch: [sm_90a], tiles: [tile(block = (64, 128, 128), warp = (64, 32, 64), stages = 4, mma = wgmma)] }
 
     /// W4A8 FP8, AWQ-style zero points, group 64, bf16 output.
     pub kernel E4U4Zp { a: e4m3, b: u4, c: bf16, scale: group(64, bf16), zero_point: int, arch: [sm_90a] }
@@ -220,14 +213,6 @@ fn suite<T: Element, K: GemmKernel<A = T, C = T>>(name: &str) {
 #[test]
 fn gpu_act8_w4a8_e4m3_i4_g128() {
     suite::<f16, E4I4G128>("gpu_act8_w4a8_e4m3_i4_g128");
-}
-#[test]
-fn gpu_act8_w4a8_wgmma_128() {
-    suite::<bf16, E4I4Wg>("gpu_act8_w4a8_wgmma_128");
-}
-#[test]
-fn gpu_act8_w4a8_wgmma_zp_g32() {
-    suite::<f16, E4U4Wg32>("gpu_act8_w4a8_wgmma_zp_g32");
 }
 #[test]
 fn gpu_act8_w4a8_e4m3_u4_zp_bf16() {

@@ -24,11 +24,11 @@ struct WgmmaStage8 {
   // Promotion: with a scale grid on B, or codes that are the weights times 2^-kUnitExp (4-bit integer
   // codes as e4m3 normalized integers), each group's partial sums (a second accumulator set, each group
   // started by a wgmma with scale-d 0) are added into the f32 accumulators as acc += part * scale *
-  // unit, once per k32 slab (groups of 32) or per warpgroup slice (64 deep, larger groups).
+  // unit, once per warpgroup slice (64 deep; groups of 64 or more).
   static constexpr bool kPromote = Q::kScaleOnB || kUnit != 1.0f;
-  static constexpr int kSlabsPerGroup = Q::kGroup == 32 ? 1 : 2;
+  static constexpr int kSlabsPerGroup = 2;
   static_assert(!Code::kInt, "wgmma with 8-bit activations: float codes");
-  static_assert(!Q::kScaleOnB || Q::kGroup >= 32, "groups of at least one k32 slab");
+  static_assert(!Q::kScaleOnB || Q::kGroup >= 64, "groups of at least one warpgroup slice");
 
   // acc += part * scale(channel) * kUnit; `in` is a slab of the group (its scales).
   __device__ __forceinline__ static void promote(typename K::Acc& acc, const float (&part)[kAccN][4],

@@ -108,10 +108,13 @@ pub fn act8_wgmma_allowed(spec: &KernelSpec) -> bool {
             || act8_wgmma_promotes(spec))
 }
 
-/// W4A8 FP8 on `wgmma`: every k32 slab (groups of 32) or warpgroup slice is summed in a second
-/// accumulator set and promoted into the f32 accumulators under its group scale.
+/// W4A8 FP8 on `wgmma`: every warpgroup slice (64 deep) is summed in a second accumulator set and
+/// promoted into the f32 accumulators under its group scale (channel or tensor scales, or groups of
+/// 64 or more: one group per slice).
 pub fn act8_wgmma_promotes(spec: &KernelSpec) -> bool {
-    spec.a == DType::E4M3 && matches!(spec.b, DType::UInt { bits: 4 } | DType::SInt { bits: 4 })
+    spec.a == DType::E4M3
+        && matches!(spec.b, DType::UInt { bits: 4 } | DType::SInt { bits: 4 })
+        && !matches!(spec.scale.granularity, ScaleGranularity::Group { size } if size < 64)
 }
 
 /// Whether `wgmma` tile `t` fits a kernel of 8-bit activations: with promotion the two accumulator
@@ -124,26 +127,10 @@ pub fn act8_wgmma_tile_fits(spec: &KernelSpec, t: &TileConfig) -> bool {
 /// 64 rows and more (the 8-bit A tile comes by TMA as the 16-bit one does) that
 /// [`act8_wgmma_tile_fits`].
 pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
-    let mut tiles: Vec<TileConfig> = default_tiles(ArchSet(Arch::Sm90a.bit()))
+    default_tiles(ArchSet(Arch::Sm90a.bit()))
         .into_iter()
         .filter(|t| t.mma == Mma::Wgmma && t.block_m >= 64 && act8_wgmma_tile_fits(spec, t))
-        .collect();
-    if act8_wgmma_promotes(spec) {
-        // 128 rows in warps of 16 channels (two warpgroups along N): m64n128k32 steps whose two
-        // accumulator sets fit.
-        tiles.push(TileConfig {
-            block_m: 128,
-            block_n: 128,
-            block_k: 64,
-            warp_m: 128,
-            warp_n: 16,
-            warp_k: 64,
-            stages: 4,
-            mma: Mma::Wgmma,
-            ctas_per_sm: 0,
-        });
-    }
-    tiles
+        .collect()
 }
 
 /// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and

@@ -629,7 +629,7 @@ fn check_targets_and_tiles(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors,
         if act8 && t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_allowed(spec) {
             errs.push(
                 span.mma,
-                format!("a `wgmma` tile with `{}` activations is not generated yet but for dense W8A8 FP8 (weights in A's code) under channel or tensor scales and dense W4A8 FP8 (u4 / i4 under e4m3); use mma.sync tiles", spec.a),
+                format!("a `wgmma` tile with `{}` activations is not generated yet but for dense W8A8 FP8 (weights in A's code) under channel or tensor scales and dense W4A8 FP8 (u4 / i4 under e4m3; channel, tensor or group scales of 64 or more); use mma.sync tiles", spec.a),
             );
             continue;
         }
