@@ -26,7 +26,6 @@ struct WgmmaStage8 {
   // started by a wgmma with scale-d 0) are added into the f32 accumulators as acc += part * scale *
   // unit, once per warpgroup slice (64 deep; groups of 64 or more).
   static constexpr bool kPromote = Q::kScaleOnB || kUnit != 1.0f;
-  static constexpr int kSlabsPerGroup = 2;
   static_assert(!Code::kInt, "wgmma with 8-bit activations: float codes");
   static_assert(!Q::kScaleOnB || Q::kGroup >= 64, "groups of at least one warpgroup slice");
 
@@ -72,15 +71,15 @@ struct WgmmaStage8 {
       for (int mt = 0; mt < kMt; ++mt) {
         const u32 f[4] = {blo[2 * mt], blo[2 * mt + 1], bhi[2 * mt], bhi[2 * mt + 1]};
         if constexpr (kPromote) {
-          WgmmaRS8<Code, Tl::BM>::template run<kMt>(part, mt, f, desc, j % kSlabsPerGroup != 0);
+          WgmmaRS8<Code, Tl::BM>::template run<kMt>(part, mt, f, desc, j);  // slab 0 starts the sums
         } else {
           WgmmaRS8<Code, Tl::BM>::template run<kMt>(acc[0], mt, f, desc);
         }
       }
       wgmma_commit();
       if constexpr (kPromote) {
-        if (j % kSlabsPerGroup == kSlabsPerGroup - 1) {
-          wgmma_wait<0>();  // the group's sums are in `part`
+        if (j == 1) {
+          wgmma_wait<0>();  // the slice's sums are in `part`
           promote(acc, part, hi);
         } else {
           wgmma_wait<1>();

@@ -102,17 +102,14 @@ __device__ __forceinline__ u32 float_code_pair(u32 c) {
 // become T pairs (exact), and mma.sync m16n8k16 takes the weights dequantized to T as for 16-bit
 // activations. sm_90 has no FP8 mma.sync (an m16n8k32 e4m3 is two m16n8k16 on both operands
 // converted), so converting only A, which a warp's 64 channels share, is the cheaper path. The
-// activation scale multiplies C in the epilogue.
+// activation scale multiplies C in the epilogue. Everything after the A fragments (the mma, the 16-bit
+// main loop, the scales' type) is Act16's.
 template <class T_, class Code_>
-struct Act8Wide {
+struct Act8Wide : Act16<T_> {
   using T = T_;
-  using H = Half2<T>;
   using Code = Code_;
   static constexpr int kBytes = 1;
-  static constexpr bool kMma16 = true;
   static_assert(!Code::kInt, "float codes (s8 has a real m16n8k32: Act8)");
-  template <class K>
-  using SyncStep = SyncStage<K>;
   template <class K>
   using WgmmaStep = WgmmaStage8<K>;
 
@@ -142,18 +139,6 @@ struct Act8Wide {
     a[2] = float_code_pair<T, Code, 1, 3>(c[0]);
     a[3] = float_code_pair<T, Code, 1, 3>(c[1]);
   }
-
-  __device__ __forceinline__ static void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    mma_16816<T>(d, a, b0, b1);
-  }
-  __device__ __forceinline__ static void mma_c(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, const float (&c)[4]) {
-    mma_16816_c<T>(d, a, b0, b1, c);
-  }
-  __device__ __forceinline__ static void mma_zero(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    mma_16816_zero<T>(d, a, b0, b1);
-  }
-  __device__ __forceinline__ static u32 scale(u32 a, u32 s) { return H::mul(a, s); }
-  __device__ __forceinline__ static float to_float(u16 v) { return H::to_float(v); }
 };
 
 // 8-bit activation codes (Code: CodeE4M3, CodeE5M2 or CodeS8) with C of type T_: A tiles of 64-byte rows
