@@ -25,17 +25,20 @@
 //! Without a GPU every test prints that it was skipped and passes.
 
 use half::{bf16, f16};
-use humming::act_quant::{ActScale, quantize_activations};
 use humming::cuda::{self, Gemm};
-use humming::moe::{MoeReference, MoeRows, reference_moe, route_indexed};
+use humming::moe::{MoeRows, reference_moe, route_indexed};
 use humming::quant::QuantizedWeights;
-use humming::{Element, reference, spec::KernelSpec};
+use humming::{Element, reference};
 use std::sync::Arc;
 
 // The seeded generator, the GPU or a printed skip, the poison and guard of the runtime's GPU tests.
 #[path = "../humming-runtime/tests/gpu_common/mod.rs"]
 mod gpu_common;
 use gpu_common::{GUARD, POISON, Rng, gpu_or_skip, quick, seed};
+
+// The routings, inputs and checks of these tests.
+mod gpu_moe_common;
+use gpu_moe_common::*;
 
 type Stream = Arc<cudarc::driver::CudaStream>;
 
@@ -80,161 +83,6 @@ humming::gemm! {
     pub kernel DenseGlu { a: f16, b: u4, scale: group(128), epilogue: silu_glu, arch: [sm_90a] }
     pub kernel DenseGluInter { a: bf16, b: i4, scale: group(64), epilogue: silu_glu_interleaved, arch: [sm_90a] }
 }
-
-/// How the router spreads the choices.
-#[derive(Clone, Copy, Debug)]
-enum Routing {
-    Uniform,
-    /// Most choices to one expert.
-    Hot,
-    /// Two experts of E get everything.
-    MostEmpty,
-    /// Uniform, with a fifth of the choices invalid (-1 or E + 3).
-    Invalid,
-}
-
-const ROUTINGS: [Routing; 4] = [
-    Routing::Uniform,
-    Routing::Hot,
-    Routing::MostEmpty,
-    Routing::Invalid,
-];
-
-/// `[tokens, top_k]` choices; a token's valid choices are distinct experts where E allows.
-fn choices(rng: &mut Rng, tokens: usize, top_k: usize, experts: usize, how: Routing) -> Vec<i32> {
-    let mut ids = Vec::with_capacity(tokens * top_k);
-    for _ in 0..tokens {
-        let mut row: Vec<i32> = Vec::new();
-        for j in 0..top_k {
-            let mut e = match how {
-                Routing::Hot if rng.below(4) != 0 => 0,
-                Routing::MostEmpty => ([1, experts - 1][rng.below(2)] % experts) as i32,
-                _ => rng.below(experts) as i32,
-            };
-            // Distinct within the token where E allows (a router's top_k are distinct).
-            let mut tries = 0;
-            while row.contains(&e) && top_k <= experts && tries < 4 * experts {
-                e = ((e as usize + 1) % experts) as i32;
-                tries += 1;
-            }
-            if matches!(how, Routing::Invalid) && rng.below(5) == 0 {
-                e = if j % 2 == 0 { -1 } else { experts as i32 + 3 };
-            }
-            row.push(e);
-        }
-        ids.extend(row);
-    }
-    ids
-}
-
-fn random_weights(rng: &mut Rng, n: usize, k: usize) -> Vec<f32> {
-    let mut w = vec![0f32; n * k];
-    for row in w.chunks_mut(k) {
-        let mag = 0.02 + 0.1 * rng.uniform().abs();
-        for v in row {
-            *v = mag * rng.uniform();
-        }
-    }
-    w
-}
-
-fn experts_for(
-    rng: &mut Rng,
-    spec: &KernelSpec,
-    e: usize,
-    n: usize,
-    k: usize,
-) -> Vec<QuantizedWeights> {
-    (0..e)
-        .map(|_| {
-            QuantizedWeights::quantize(spec, n, k, &random_weights(rng, n, k)).expect("quantize")
-        })
-        .collect()
-}
-
-fn tol<T: Element>() -> f64 {
-    if T::DTYPE == humming::spec::DType::BF16 {
-        2e-2
-    } else {
-        1e-2
-    }
-}
-
-/// A device buffer of `len` elements plus a guard, all NaN.
-fn poisoned<T: Element>(s: &Stream, len: usize) -> cudarc::driver::CudaSlice<T> {
-    s.clone_htod(&vec![T::from_bits(POISON); len + GUARD])
-        .expect("poisoned buffer")
-}
-
-/// Checks C against the reference: written rows finite and close (relative error of the whole set
-/// of written rows), other rows and the guard still poison. Returns the relative error.
-fn check_rows<T: Element>(what: &str, got: &[T], want: &MoeReference) -> f64 {
-    let nc = want.columns;
-    let (mut g, mut w) = (Vec::new(), Vec::new());
-    for (r, &written) in want.written.iter().enumerate() {
-        let row = &got[r * nc..(r + 1) * nc];
-        if written {
-            for (j, v) in row.iter().enumerate() {
-                let x = v.to_f64();
-                assert!(
-                    x.is_finite(),
-                    "{what}: row {r} col {j} = {x} (not written or not finite)"
-                );
-                g.push(x);
-                w.push(want.c[r * nc + j]);
-            }
-        } else {
-            assert!(
-                row.iter().all(|v| v.to_bits() == POISON),
-                "{what}: row {r} is not routed but was written"
-            );
-        }
-    }
-    assert!(
-        got[want.written.len() * nc..]
-            .iter()
-            .all(|v| v.to_bits() == POISON),
-        "{what}: C written past its rows"
-    );
-    let err = reference::relative_error(&g, &w);
-    assert!(err <= tol::<T>(), "{what}: relative error {err:.3e}");
-    err
-}
-
-fn random_a<T: Element>(rng: &mut Rng, rows: usize, k: usize) -> (Vec<T>, Vec<f64>) {
-    let a: Vec<T> = (0..rows * k).map(|_| T::from_f32(rng.uniform())).collect();
-    let f = a.iter().map(|v| v.to_f64()).collect();
-    (a, f)
-}
-
-/// [`random_a`] for a kernel of activations `a_dtype`: with 8-bit activations the reference's A is A
-/// quantized per token (as the launch quantizes it) and dequantized.
-fn random_a_for<T: Element>(
-    rng: &mut Rng,
-    rows: usize,
-    k: usize,
-    a_dtype: humming::spec::DType,
-) -> (Vec<T>, Vec<f64>) {
-    let (a, f) = random_a::<T>(rng, rows, k);
-    if !humming::spec::layout::is_8bit_activation(a_dtype) {
-        return (a, f);
-    }
-    let a32: Vec<f32> = f.iter().map(|&x| x as f32).collect();
-    let q = quantize_activations(&a32, rows, k, a_dtype, ActScale::PerToken).expect("quantize A");
-    (a, q.dequantize())
-}
-
-fn bias_for<T: Element>(rng: &mut Rng, e: usize, n: usize) -> (Vec<T>, Vec<f64>) {
-    let b: Vec<T> = (0..e * n)
-        .map(|_| T::from_f32(0.1 * rng.uniform()))
-        .collect();
-    let f = b.iter().map(|v| v.to_f64()).collect();
-    (b, f)
-}
-
-const EXPERTS: [usize; 4] = [1, 8, 64, 256];
-const TOP_KS: [usize; 3] = [1, 2, 8];
-const TOKENS: [usize; 5] = [0, 1, 7, 33, 1000];
 
 #[test]
 fn gpu_moe_route_matches_host() {
@@ -450,26 +298,6 @@ fn gpu_moe_indexed_w4a8_mxfp4_bias() {
 #[test]
 fn gpu_moe_indexed_w4a8_int8_glu() {
     indexed_suite::<bf16, IdxS8Glu>("gpu_moe_indexed_w4a8_int8_glu", 256, 192);
-}
-
-/// Random offsets `[E + 1]` over `rows` (empty experts included), the last at most `rows`.
-fn offsets(rng: &mut Rng, e: usize, rows: usize) -> Vec<i32> {
-    let end = if rows > 0 && rng.below(3) == 0 {
-        rows - rng.below(rows.min(5))
-    } else {
-        rows
-    };
-    let mut cuts: Vec<i32> = (0..e - 1).map(|_| rng.below(end + 1) as i32).collect();
-    if rng.below(2) == 0 && e > 2 {
-        // Most experts empty: everything in two of them.
-        cuts.iter_mut()
-            .for_each(|c| *c = if *c < (end / 2) as i32 { 0 } else { end as i32 });
-    }
-    cuts.sort_unstable();
-    std::iter::once(0)
-        .chain(cuts)
-        .chain(std::iter::once(end as i32))
-        .collect()
 }
 
 fn grouped_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(
