@@ -108,6 +108,10 @@ humming::gemm! {
     /// W8A8 FP8: e4m3 weights with a channel scale, e4m3 activations per token ("w8a8_fp8e4m3_channel_tok").
     pub kernel W8A8Fp8 { a: e4m3, b: e4m3, c: f16, scale: channel(f32), arch: [sm_90a] }
 
+    /// W8A8 FP8 DeepSeek-V3 style: 128 x 128 weight blocks, activations per 1 x 128 group
+    /// ("w8a8_fp8e4m3_block128x128_g128").
+    pub kernel W8A8Fp8Block { a: e4m3, b: e4m3, c: f16, scale: block(128, 128, f32), arch: [sm_90a] }
+
     /// GGUF Q4_K: 4-bit codes, 6-bit integer scales and mins per 32 along K under f16 factors per
     /// 256 (`d · sc · q − dmin · m`). humming-kernels has no counterpart.
     pub kernel Q4K { a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float }
@@ -159,6 +163,9 @@ enum Kernel {
     /// `a: e4m3, b: e4m3, c: f16, scale: channel(f32)` (W8A8 FP8).
     #[value(name = "w8a8_fp8")]
     W8a8Fp8,
+    /// `a: e4m3, b: e4m3, c: f16, scale: block(128, 128, f32)` (W8A8 FP8, 1 x 128 activation groups).
+    #[value(name = "w8a8_fp8_block")]
+    W8a8Fp8Block,
 }
 
 impl Kernel {
@@ -176,6 +183,7 @@ impl Kernel {
             Kernel::W4a8 => "w4a8",
             Kernel::W4a8Int8 => "w4a8_int8",
             Kernel::W8a8Fp8 => "w8a8_fp8",
+            Kernel::W8a8Fp8Block => "w8a8_fp8_block",
         }
     }
     fn spec(self) -> KernelSpec {
@@ -192,6 +200,7 @@ impl Kernel {
             Kernel::W4a8 => W4A8::DESCRIPTOR,
             Kernel::W4a8Int8 => W4A8Int8::DESCRIPTOR,
             Kernel::W8a8Fp8 => W8A8Fp8::DESCRIPTOR,
+            Kernel::W8a8Fp8Block => W8A8Fp8Block::DESCRIPTOR,
         }
     }
 }
@@ -373,11 +382,11 @@ where
         .iter()
         .flat_map(|&r| a_host[r * k..(r + 1) * k].iter().map(|v| v.to_f64()))
         .collect();
-    // 8-bit activations: the reference of the codes the runtime makes (per token, so the checked
-    // rows alone give the same codes).
+    // 8-bit activations: the reference of the codes the runtime makes (per token or per group of a
+    // row, so the checked rows alone give the same codes).
     let a_check = if is_8bit_activation(spec.a) {
         let a32: Vec<f32> = a_check.iter().map(|&v| v as f32).collect();
-        quantize_activations(&a32, rows.len(), k, spec.a, ActScale::PerToken)?.dequantize()
+        quantize_activations(&a32, rows.len(), k, spec.a, ActScale::of_kernel(&spec))?.dequantize()
     } else {
         a_check
     };
@@ -535,13 +544,14 @@ where
     // 8-bit activations: the GEMM on codes quantized beforehand, and the quantization alone.
     let (ours_prequantized, quantize) = if is_8bit_activation(gemm.spec().a) {
         let mut qa: Vec<DeviceActivations> = (0..copies)
-            .map(|i| gemm.quantize_activations(&a[i], m, k, k, ActScale::PerToken))
+            .map(|i| gemm.quantize_activations(&a[i], m, k, k, ActScale::of_kernel(gemm.spec())))
             .collect::<Result<_, _>>()?;
         let pre = time_launches(env, copies, |i| {
             Ok(ours_launcher.run_quantized(&qa[i], &weights[i], None, &mut c[i])?)
         })?;
         let quant = time_launches(env, copies, |i| {
-            Ok(gemm.quantize_activations_into(&a[i], m, k, k, ActScale::PerToken, &mut qa[i])?)
+            let how = ActScale::of_kernel(gemm.spec());
+            Ok(gemm.quantize_activations_into(&a[i], m, k, k, how, &mut qa[i])?)
         });
         println!(
             "    {n}x{k} M={m}: on quantized activations {:.2} us; quantization alone {}",
@@ -775,6 +785,9 @@ fn run(args: &Args) -> Res<ExitCode> {
                 Kernel::W4a8 => bench_kernel::<W4A8, f16>(&env, kernel, shape, &w, &a),
                 Kernel::W4a8Int8 => bench_kernel::<W4A8Int8, f16>(&env, kernel, shape, &w, &a),
                 Kernel::W8a8Fp8 => bench_kernel::<W8A8Fp8, f16>(&env, kernel, shape, &w, &a),
+                Kernel::W8a8Fp8Block => {
+                    bench_kernel::<W8A8Fp8Block, f16>(&env, kernel, shape, &w, &a)
+                }
             };
             match rows {
                 Ok(rows) => report.rows.extend(rows),

@@ -42,7 +42,7 @@ if [ "$what" = moe-bench ]; then
   fi
 fi
 if [ "$what" = bench ]; then
-  .gpu/bench --kernels "${BENCH_KERNELS:-w4a16,w4a8,w4a8_int8,w8a8_fp8}" --shapes 8192x8192,28672x4096,4096x14336 \
+  .gpu/bench --kernels "${BENCH_KERNELS:-w4a16,w4a8,w4a8_int8,w8a8_fp8,w8a8_fp8_block}" --shapes 8192x8192,28672x4096,4096x14336 \
     --ms 1,16,64,256,1024,4096 --out "$out" 2>&1 | tee "$out/bench.log" | grep -E "^(w4a|w8a)" || rc=1
   if ls .whl/humming_kernels-*.whl >/dev/null 2>&1 && [ -f .gpu/humming_py_bench_ext.py ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/humming_kernels-*.whl \

@@ -4,8 +4,9 @@
 //!   bit for bit (codes and scales): e4m3, e5m2 and i8; per token, per group of 128 and 64, and a
 //!   static tensor scale that saturates; a zero row (scale 0, zero codes), rows with outliers.
 //! - `gpu_act8_<format>`: W4A8 FP8 (i4 / u4, zero points, group / channel scales), e5m2, W4A8 INT8,
-//!   W8A8 INT8 and FP8, MXFP4 x e4m3 and e2m1 x e5m2: `run` on 16-bit A (quantized per token by the
-//!   runtime) over M in {1, 7, 16, 20, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
+//!   W8A8 INT8 and FP8 (channel, tensor, and 128 x 128 / 64 x 128 blocks with 1 x 128 activation
+//!   groups, also on the wgmma tile alone), MXFP4 x e4m3 and e2m1 x e5m2: `run` on 16-bit A (quantized
+//!   per token, or per activation group, by the runtime) over M in {1, 7, 16, 20, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
 //!   splits and with 3 fixed splits: C poisoned first and guarded, every element written and finite,
 //!   equal over two launches, and within 2e-3 (f16) / 8e-3 (bf16) relative error of the f64
 //!   reference on the same quantized activations (`reference_gemm` of `dequantize()`). Row 0 of A is
@@ -59,6 +60,12 @@ humming::gemm! {
 
     /// e2m1 weights with f32 group scales of 64 and a bias under e5m2, bf16.
     pub kernel E5Fp4Bias { a: e5m2, b: e2m1, c: bf16, scale: group(64, f32), bias: true, arch: [sm_90a] }
+
+    /// W8A8 FP8 DeepSeek-V3 style: 128 x 128 weight blocks, activations in 1 x 128 groups.
+    pub kernel E4E4Block { a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_89, sm_90a] }
+
+    /// W8A8 FP8 blocks of 64 x 128 (1 x 128 activation groups) on the wgmma tile alone, f16.
+    pub kernel E4E4BlockWg { a: e4m3, b: e4m3, c: f16, scale: block(64, 128, f32), arch: [sm_90a], tiles: [tile(block = (64, 128, 128), warp = (64, 32, 64), stages = 4, mma = wgmma)] }
 
     /// W8A8 FP8, a tensor scale, a bias and SiLU.
     pub kernel E4E4Silu { a: e4m3, b: e4m3, c: f16, scale: tensor(f32), bias: true, epilogue: silu, arch: [sm_90a] }
@@ -142,7 +149,7 @@ fn case<T: Element>(
             i % n
         );
     }
-    let qa = quantize_activations(&to_f32(&a_host), m, k, spec.a, ActScale::PerToken)
+    let qa = quantize_activations(&to_f32(&a_host), m, k, spec.a, ActScale::of_kernel(spec))
         .expect("quantize A");
     let b64: Option<Vec<f64>> = bias_host
         .as_ref()
@@ -241,6 +248,14 @@ fn gpu_act8_w8a8_int8_bias() {
 #[test]
 fn gpu_act8_w8a8_fp8_channel() {
     suite::<bf16, E4E4Ch>("gpu_act8_w8a8_fp8_channel");
+}
+#[test]
+fn gpu_act8_w8a8_fp8_block() {
+    suite::<bf16, E4E4Block>("gpu_act8_w8a8_fp8_block");
+}
+#[test]
+fn gpu_act8_w8a8_fp8_block_wgmma() {
+    suite::<f16, E4E4BlockWg>("gpu_act8_w8a8_fp8_block_wgmma");
 }
 #[test]
 fn gpu_act8_w4a8_mxfp4() {
@@ -360,5 +375,61 @@ fn gpu_act8_static_scale() {
     let want = reference::reference_gemm(&w, &cpu.dequantize(), m, None).expect("ref");
     let err = reference::relative_error(&got, &want);
     assert!(err <= 2e-3, "{name}: relative error {err:.3e} (seed {sd})");
+    eprintln!("{name}: relative error {err:.2e}");
+}
+
+/// Block-scaled W8A8 FP8 on activations quantized apart, per 1 x 128 group; activations of other
+/// scales than a kernel's are refused (nothing written).
+#[test]
+fn gpu_act8_block_run_quantized() {
+    let name = "gpu_act8_block_run_quantized";
+    let Some(s) = gpu_or_skip(name) else { return };
+    let sd = seed();
+    let mut rng = Rng::new(sd);
+    let gemm = Gemm::<bf16, bf16>::load::<E4E4Block>(&s).expect("load");
+    let (m, n, k) = (40, 256, 640);
+    let w =
+        QuantizedWeights::quantize(&E4E4Block::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
+            .expect("quantize");
+    let dw = gemm.upload(&w).expect("upload");
+    let a_host = random_a::<bf16>(&mut rng, m, k);
+    let a = s.clone_htod(&a_host).expect("A");
+    let poison = vec![bf16::from_bits(POISON); m * n];
+    for how in [ActScale::PerToken, ActScale::PerGroup(64)] {
+        let qa = gemm.quantize_activations(&a, m, k, k, how).expect("q");
+        let mut c = s.clone_htod(&poison).expect("C");
+        let e = gemm.run_quantized(&qa, &dw, None, &mut c);
+        assert!(
+            matches!(e, Err(humming::Error::InvalidArgument { .. })),
+            "{name}: {how:?} accepted: {e:?}"
+        );
+        let back: Vec<u16> = s.clone_dtoh(&c).expect("C").iter().map(|v| v.to_bits()).collect();
+        assert!(back.iter().all(|&b| b == POISON), "{name}: C written after an error");
+    }
+    let how = ActScale::PerGroup(128);
+    let qa = gemm.quantize_activations(&a, m, k, k, how).expect("q");
+    let mut c = s.clone_htod(&poison).expect("C");
+    gemm.run_quantized(&qa, &dw, None, &mut c).expect("run");
+    let got: Vec<f64> = s
+        .clone_dtoh(&c)
+        .expect("C")
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
+    assert!(got.iter().all(|v| v.is_finite()), "{name}: C not written");
+    let cpu = quantize_activations(&to_f32(&a_host), m, k, E4E4Block::DESCRIPTOR.a, how).expect("q");
+    let want = reference::reference_gemm(&w, &cpu.dequantize(), m, None).expect("ref");
+    let err = reference::relative_error(&got, &want);
+    assert!(err <= 8e-3, "{name}: relative error {err:.3e} (seed {sd})");
+    // A channel-scaled kernel refuses group scales.
+    let ch = Gemm::<bf16, bf16>::load::<E4E4Ch>(&s).expect("load");
+    let qg = ch.quantize_activations(&a, m, k, k, how).expect("q");
+    let wc = QuantizedWeights::quantize(&E4E4Ch::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
+        .expect("quantize");
+    let dwc = ch.upload(&wc).expect("upload");
+    assert!(matches!(
+        ch.run_quantized(&qg, &dwc, None, &mut c),
+        Err(humming::Error::InvalidArgument { .. })
+    ));
     eprintln!("{name}: relative error {err:.2e}");
 }

@@ -59,7 +59,7 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_,
-          bool kChannelScale_, bool kBias_, EpilogueKind kEpilogue_, int kABytes_ = 2>
+          bool kChannelScale_, bool kBias_, EpilogueKind kEpilogue_, int kABytes_ = 2, int kActGroup_ = 0>
 struct QuantConfig {
   using T = T_;  // C's element type, and that of the scale grid on B (A's too, for 16-bit activations)
   static constexpr int kABytes = kABytes_;  // bytes of one element of A: 2, or 1 for 8-bit codes
@@ -71,11 +71,16 @@ struct QuantConfig {
   static constexpr bool kChannelScale = kChannelScale_;  // an f32 factor per channel multiplies C
   static constexpr bool kBias = kBias_;
   static constexpr EpilogueKind kEpilogue = kEpilogue_;
+  // K extent of a group of activation scales (8-bit A, GemmParams::a_scales): each group's partial sums
+  // are promoted times its row scales; 0: one scale per row, applied in the epilogue.
+  static constexpr int kActGroup = kActGroup_;
   static_assert(kBits >= 1 && kBits <= 8, "weight width must be 1..8 bits");
   static_assert(kGroup == 0 || (kGroup >= kMmaKBits / (8 * kABytes_) && (kGroup & (kGroup - 1)) == 0),
                 "a group is a power of two of at least one mma K step (humming_spec::layout::check_group_size)");
   static_assert(!(kSigned && kZp != ZeroPointKind::kNone), "zero points need unsigned codes");
   static_assert(kABytes == 2 || kABytes == 1, "A is 16-bit or 8-bit");
+  static_assert(kActGroup == 0 || (kABytes == 1 && kActGroup >= 64 && (kActGroup & (kActGroup - 1)) == 0),
+                "activation groups: 8-bit A, a power of two of at least one warp slice");
 };
 
 // One tile configuration. kWgmma: the Hopper wgmma kernel (one warpgroup of four warps along N per 64

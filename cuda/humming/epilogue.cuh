@@ -86,9 +86,10 @@ struct Epilogue {
   }
 
   // 8-bit activations: the scale of the row of A behind row `row` of C (GemmParams::a_scales), which
-  // multiplies the row's sums first; 1 for 16-bit activations.
+  // multiplies the row's sums first; 1 for 16-bit activations and for scales per group (promoted in
+  // the main loop).
   __device__ __forceinline__ static float act_scale(const GemmParams& p, int row) {
-    if constexpr (K::Act::kBytes == 1) {
+    if constexpr (K::Act::kBytes == 1 && K::Q::kActGroup == 0) {
       return __ldg(p.a_scales + static_cast<long long>(R::a_row(p, row)) * p.a_scale_stride);
     } else {
       return 1.0f;

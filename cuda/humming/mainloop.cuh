@@ -71,6 +71,14 @@ struct Mainloop {
     }
   }
 
+  // Activation scales per group (Q::kActGroup): the scale of tile row r's row of A in group g, 0 for a
+  // row that reads none (its codes are zero-filled).
+  __device__ __forceinline__ static float act_group_scale(const GemmParams& p, const WarpPlace& w, int r, int g) {
+    int src;
+    return K::Rows::read_row(p, w.rows, r, src) ? __ldg(p.a_scales + static_cast<long long>(src) * p.a_scale_stride + g)
+                                                : 0.0f;
+  }
+
   // Every BK step of the segment into `acc`.
   __device__ __forceinline__ static void run(const GemmParams& p, const Segment& seg, const WarpPlace& w,
                                              typename K::Acc& acc, StagePipeline<K>& pipe, const u32 (&ch_s)[4],
@@ -85,15 +93,20 @@ struct Mainloop {
       if ((!K::kWgmma && !w.n_valid) || k0 + w.kw * 64 >= p.k) continue;
       const u32 unit = st + L::kBOffset + (w.kw * L::kWarpsN + w.unit_n) * L::kUnitBytes;
       const u32 a_tile = st + L::kAOffset + w.kw * L::kASlabBytes;
+      // (A warp's 64-deep slice lies in one activation group.)
+      const int group = Q::kActGroup > 0 ? (k0 + w.kw * 64) / (Q::kActGroup > 0 ? Q::kActGroup : 1) : 0;
+      auto row_scale = [&](int r) { return act_group_scale(p, w, r, group); };
       if constexpr (K::kWgmma) {
         K::Act::template WgmmaStep<K>::step(
             acc, a_tile, w, [&](Slab& in, int kk, bool same_row) { load_slab(in, st, unit, kk, w, ch_s, ch_z, same_row); },
             [&](int kk) {
               if constexpr (K::kTma) pipe.release(p, w.m0, it, kk, prev_stage);
-            });
+            },
+            row_scale);
       } else {
-        K::Act::template SyncStep<K>::step(acc, st, a_tile, w,
-                           [&](Slab& in, int kk) { load_slab(in, st, unit, kk, w, ch_s, ch_z, false); });
+        K::Act::template SyncStep<K>::step(
+            acc, st, a_tile, w, [&](Slab& in, int kk) { load_slab(in, st, unit, kk, w, ch_s, ch_z, false); },
+            row_scale);
       }
     }
   }

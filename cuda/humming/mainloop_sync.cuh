@@ -84,9 +84,9 @@ struct SyncStage {
 
   // The step at stage `st`: `unit` is this warp's packed unit, `a_tile` its 64-deep slice of A;
   // load_slab(in, kk) fetches slab kk's words, scales and zero points (mainloop.cuh).
-  template <class LoadSlab>
+  template <class LoadSlab, class RowScale>
   __device__ __forceinline__ static void step(typename K::Acc& acc, u32 st, u32 a_tile, const WarpPlace& w,
-                                              LoadSlab&& load_slab) {
+                                              LoadSlab&& load_slab, RowScale&&) {
     float part[kScaleOnAcc ? kAccN : 1][4];  // this stage's sums, before the group scale (kScaleOnAcc)
     u32 a_stage[kFold ? 4 : 1][2 * kTokTiles];
     float fold_sum[kFold ? kGroups : 1][kFold ? kTokTiles : 1][4];

@@ -4,6 +4,7 @@
 // f32 (float codes) or s32 (s8). Those partial sums are promoted into the f32 accumulators once per group
 // (or per slice without group scales): acc += part * scale * unit. An s32 partial holds at most 64 products
 // of |a| <= 128 and |w| <= 255 (below 2^21), so it cannot overflow; K's length only grows the f32 sums.
+// Activation scales per group (Q::kActGroup) multiply the promoted sums of their rows.
 // 4-bit codes under e4m3 and s8 fold their zero point (see kFold).
 #pragma once
 #include "traits.cuh"
@@ -32,11 +33,15 @@ struct SyncStage8 {
   // the zero point's term: acc += (part - z * fold) * scale * unit.
   static constexpr bool kFold = W::template folds<Code>();
 
-  // acc += (part - z * fold) * scale(channel) * kUnit for k32 slab j's group (the grid's row of this
-  // warp's slice); `in` is a slab of the group (its zero points).
+  // Activation scales per group: the two rows of each n8 tile of this lane (rows 2 (lane % 4) + 0, 1).
+  using RowScales = float[Q::kActGroup > 0 ? kTokTiles : 1][2];
+
+  // acc += (part - z * fold) * scale(channel) * kUnit [* scale(row)] for k32 slab j's group (the grid's
+  // row of this warp's slice); `in` is a slab of the group (its zero points).
   __device__ __forceinline__ static void promote(typename K::Acc& acc, const Part (&part)[kAccN][4],
                                                  const Part (&fold)[kFold ? kTokTiles : 1][4],
-                                                 const typename W::Slab& in, u32 st, const WarpPlace& w, int j) {
+                                                 const typename W::Slab& in, u32 st, const WarpPlace& w, int j,
+                                                 const RowScales& rs) {
     float s[kMt][2];
     if constexpr (Q::kScaleOnB) {
       const int idx = K::scale_index(Q::kGroup < Tl::BK ? (w.kw * 64 + j * 32) / Q::kGroup : 0, w.unit_n, w.lane);
@@ -69,6 +74,12 @@ struct SyncStage8 {
           v[2] = fmaf(-z1, f0, v[2]);
           v[3] = fmaf(-z1, f1, v[3]);
         }
+        if constexpr (Q::kActGroup > 0) {
+          v[0] *= rs[tt][0];
+          v[1] *= rs[tt][1];
+          v[2] *= rs[tt][0];
+          v[3] *= rs[tt][1];
+        }
         d[0] = fmaf(s[mt][0], v[0], d[0]);
         d[1] = fmaf(s[mt][0], v[1], d[1]);
         d[2] = fmaf(s[mt][1], v[2], d[2]);
@@ -78,11 +89,19 @@ struct SyncStage8 {
   }
 
   // The step at stage `st` (the interface of SyncStage).
-  template <class LoadSlab>
+  template <class LoadSlab, class RowScale>
   __device__ __forceinline__ static void step(typename K::Acc& acc, u32 st, u32 a_tile, const WarpPlace& w,
-                                              LoadSlab&& load_slab) {
+                                              LoadSlab&& load_slab, RowScale&& row_scale) {
     Part part[kAccN][4];
     Part fold[kFold ? kTokTiles : 1][4];
+    RowScales rs;  // loaded first: their latency hides behind the slice's mmas
+    if constexpr (Q::kActGroup > 0) {
+#pragma unroll
+      for (int tt = 0; tt < kTokTiles; ++tt) {
+        rs[tt][0] = row_scale(w.wm * Tl::WM + 8 * tt + 2 * (w.lane & 3));
+        rs[tt][1] = row_scale(w.wm * Tl::WM + 8 * tt + 2 * (w.lane & 3) + 1);
+      }
+    }
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       typename W::Slab lo, hi;
@@ -117,7 +136,7 @@ struct SyncStage8 {
           }
         }
       }
-      if (j % kSlabsPerGroup == kSlabsPerGroup - 1) promote(acc, part, fold, hi, st, w, j);
+      if (j % kSlabsPerGroup == kSlabsPerGroup - 1) promote(acc, part, fold, hi, st, w, j, rs);
     }
   }
 };

@@ -3,7 +3,8 @@
 // the warpgroup issues WN/16 wgmma.m64nBMk32 with the A tile (64-byte rows, 64-byte swizzle) as the shared
 // operand. W8A8 FP8 (weights in A's own code, no group scales): the accumulators take every K step and
 // the epilogue applies the channel and row scales. W4A8 FP8: the 4-bit codes become c - z as e4m3
-// normalized integers and each group's sums are promoted (kPromote). One commit
+// normalized integers and each group's sums are promoted (kPromote); W8A8 FP8 block scales promote each
+// slice times the weight block's scale and the activation group's row scales (Q::kActGroup). One commit
 // group per k32 slab is in flight while the warps build the next slab's fragments; the stage hand-off
 // (committed) is that of the 16-bit path, called for both packed slabs of the k32 slab.
 #pragma once
@@ -29,9 +30,12 @@ struct WgmmaStage8 {
   static_assert(!Code::kInt, "wgmma with 8-bit activations: float codes");
   static_assert(!Q::kScaleOnB || Q::kGroup >= 64, "groups of at least one warpgroup slice");
 
-  // acc += part * scale(channel) * kUnit; `in` is a slab of the group (its scales).
+  // Activation scales per group: rows 8 c + 2 (lane % 4) + 0, 1 of the tile, c < BM / 8.
+  using RowScales = float[Q::kActGroup > 0 ? kAccN / kMt : 1][2];
+
+  // acc += part * scale(channel) * kUnit [* scale(row)]; `in` is a slab of the group (its scales).
   __device__ __forceinline__ static void promote(typename K::Acc& acc, const float (&part)[kAccN][4],
-                                                 const typename W::Slab& in) {
+                                                 const typename W::Slab& in, const RowScales& rs) {
 #pragma unroll
     for (int mt = 0; mt < kMt; ++mt) {
       float s0 = kUnit, s1 = kUnit;
@@ -43,18 +47,33 @@ struct WgmmaStage8 {
       for (int c = 0; c < kAccN / kMt; ++c) {
         float(&d)[4] = acc[0][c * kMt + mt];
         const float(&q)[4] = part[c * kMt + mt];
-        d[0] = fmaf(s0, q[0], d[0]);
-        d[1] = fmaf(s0, q[1], d[1]);
-        d[2] = fmaf(s1, q[2], d[2]);
-        d[3] = fmaf(s1, q[3], d[3]);
+        if constexpr (Q::kActGroup > 0) {
+          d[0] = fmaf(s0 * rs[c][0], q[0], d[0]);
+          d[1] = fmaf(s0 * rs[c][1], q[1], d[1]);
+          d[2] = fmaf(s1 * rs[c][0], q[2], d[2]);
+          d[3] = fmaf(s1 * rs[c][1], q[3], d[3]);
+        } else {
+          d[0] = fmaf(s0, q[0], d[0]);
+          d[1] = fmaf(s0, q[1], d[1]);
+          d[2] = fmaf(s1, q[2], d[2]);
+          d[3] = fmaf(s1, q[3], d[3]);
+        }
       }
     }
   }
 
-  template <class LoadSlab, class Committed>
+  template <class LoadSlab, class Committed, class RowScale>
   __device__ __forceinline__ static void step(typename K::Acc& acc, u32 a_tile, const WarpPlace& w,
-                                              LoadSlab&& load_slab, Committed&& committed) {
+                                              LoadSlab&& load_slab, Committed&& committed, RowScale&& row_scale) {
     float part[kPromote ? kAccN : 1][4];
+    RowScales rs;  // loaded first: their latency hides behind the slice's wgmmas
+    if constexpr (Q::kActGroup > 0) {
+#pragma unroll
+      for (int c = 0; c < kAccN / kMt; ++c) {
+        rs[c][0] = row_scale(8 * c + 2 * (w.lane & 3));
+        rs[c][1] = row_scale(8 * c + 2 * (w.lane & 3) + 1);
+      }
+    }
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       typename W::Slab lo, hi;
@@ -80,7 +99,7 @@ struct WgmmaStage8 {
       if constexpr (kPromote) {
         if (j == 1) {
           wgmma_wait<0>();  // the slice's sums are in `part`
-          promote(acc, part, hi);
+          promote(acc, part, hi, rs);
         } else {
           wgmma_wait<1>();
         }

@@ -14,7 +14,7 @@
 //! [`reference_gemm`](crate::reference_gemm) of [`QuantizedActivations::dequantize`].
 
 use crate::error::{Result, invalid};
-use humming_spec::DType;
+use humming_spec::{DType, KernelSpec};
 use std::collections::HashMap;
 
 /// Where one activation scale applies.
@@ -27,6 +27,27 @@ pub enum ActScale {
     PerGroup(usize),
     /// One static scale for the whole tensor (from calibration): finite and above 0.
     Tensor(f32),
+}
+
+impl ActScale {
+    /// The dynamic scales a kernel takes: per `1 x g` group where it declares activation groups
+    /// ([`humming_spec::layout::act_scale_group`]: block-scaled W8A8 FP8), else per token (a kernel of
+    /// row scales also takes a static [`ActScale::Tensor`]).
+    pub fn of_kernel(spec: &KernelSpec) -> ActScale {
+        match humming_spec::layout::act_scale_group(spec) {
+            0 => ActScale::PerToken,
+            g => ActScale::PerGroup(g as usize),
+        }
+    }
+
+    /// Whether a kernel of `spec` takes activations quantized with these scales.
+    pub fn fits_kernel(self, spec: &KernelSpec) -> bool {
+        match (self, ActScale::of_kernel(spec)) {
+            (ActScale::PerGroup(g), ActScale::PerGroup(want)) => g == want,
+            (ActScale::PerGroup(_), _) | (_, ActScale::PerGroup(_)) => false,
+            _ => true,
+        }
+    }
 }
 
 /// Activations quantized by [`quantize_activations`]: `[m, k]` codes (raw bits of the code type,

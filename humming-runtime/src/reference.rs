@@ -245,7 +245,7 @@ pub fn reference_gemm_elements<A: Element, C: Element>(
     }
     let b = bias.map(to_f64);
     let a64 = if act8 {
-        // As a launch does: quantized per token first.
+        // As a launch does: quantized per token (or per activation group) first.
         let a32: Vec<f32> = a.iter().map(|x| x.to_f64() as f32).collect();
         let k = w.k();
         crate::act_quant::quantize_activations(
@@ -253,7 +253,7 @@ pub fn reference_gemm_elements<A: Element, C: Element>(
             m,
             k,
             spec.a,
-            crate::act_quant::ActScale::PerToken,
+            crate::act_quant::ActScale::of_kernel(spec),
         )?
         .dequantize()
     } else {

@@ -135,8 +135,9 @@ params_struct! {
         top_k: i32 => "int",
         /// `moe_grouped_masked`: the rows of A and C reserved per expert (`max_m`); 0 otherwise.
         expert_rows: i32 => "int",
-        /// 8-bit activations: the f32 scale of each row of A, row `i` at `a_scales[i * a_scale_stride]`
-        /// (stride 1 per token, 0 for one static scale); null for 16-bit activations.
+        /// 8-bit activations: the f32 scales of A, row `i` at `a_scales[i * a_scale_stride]` (stride 1
+        /// per token), and with activation groups its group `g` at `a_scales[i * a_scale_stride + g]`
+        /// (stride: the groups of a row); null for 16-bit activations.
         a_scales: u64 => "const float*",
         /// Elements between the scales of consecutive rows of A (see `a_scales`).
         a_scale_stride: i32 => "int",

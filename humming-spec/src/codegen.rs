@@ -7,7 +7,7 @@
 
 use crate::dtype::DType;
 use crate::layout::{
-    a_bytes, b_scale_group, carried_shift, channel_factor, float4_sign_bits, grid_dtype,
+    a_bytes, act_scale_group, b_scale_group, carried_shift, channel_factor, float4_sign_bits, grid_dtype,
     is_8bit_activation, is_float_weight, scale_on_b,
 };
 use crate::model::*;
@@ -18,7 +18,7 @@ use crate::tiles::tiles_of;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-8";
+pub const GENERATOR_VERSION: &str = "humming-codegen-9";
 
 /// The CUDA headers a generated source includes, as `(relative path, contents)`: the reusable
 /// components of `cuda/humming/` and `humming/abi.cuh`, generated from [`crate::abi`]. The build helper
@@ -293,7 +293,12 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     );
     let _ = writeln!(s, "    {},  // bias", spec.bias);
     let _ = writeln!(s, "    {},", epilogue_kind(spec.epilogue));
-    let _ = writeln!(s, "    {}>;  // bytes of an element of A", a_bytes(spec.a));
+    let _ = writeln!(s, "    {},  // bytes of an element of A", a_bytes(spec.a));
+    let _ = writeln!(
+        s,
+        "    {}>;  // K extent of a group of activation scales (0: one per row)",
+        act_scale_group(spec)
+    );
     let _ = writeln!(
         s,
         "using Act = {};  // the activation operand",

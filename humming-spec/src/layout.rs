@@ -64,6 +64,17 @@ pub fn act8_on_16bit_mma(spec: &KernelSpec) -> bool {
     is_8bit_activation(spec.a) && spec.a.is_float() && spec.b != spec.a
 }
 
+/// K extent of a group of activation scales, 0 for one scale per row of A: under 8-bit activations
+/// a block scale's K extent (A quantized per `1 x k` group, as DeepSeek-V3's FP8 checkpoints pair
+/// `128 x 128` weight blocks with `1 x 128` activation groups). Each group's partial sums are promoted
+/// into the accumulators times both scales.
+pub fn act_scale_group(spec: &KernelSpec) -> u32 {
+    match spec.scale.granularity {
+        ScaleGranularity::Block { k, .. } if is_8bit_activation(spec.a) => k,
+        _ => 0,
+    }
+}
+
 /// The 16-bit dtype of the scale grid on B and of the zero points: A's for 16-bit activations, C's for
 /// 8-bit ones (the grid scales the 8-bit mma's partial sums, or, under [`act8_on_16bit_mma`], is the
 /// dtype the weights are dequantized to).

@@ -99,22 +99,25 @@ pub fn act8_moe_tiles(archs: ArchSet) -> Vec<TileConfig> {
 }
 
 /// Whether a kernel of 8-bit activations has `wgmma` tiles (dense): W8A8 FP8 (float weights in A's
-/// own code) under channel or tensor scales, whose codes are the wgmma operand as they are; and W4A8
-/// FP8 (4-bit integer codes under e4m3), whose codes become e4m3 normalized integers and whose groups'
-/// partial sums are promoted ([`act8_wgmma_promotes`]).
+/// own code) under channel or tensor scales, whose codes are the wgmma operand as they are; W4A8 FP8
+/// (4-bit integer codes under e4m3), whose codes become e4m3 normalized integers; and W8A8 FP8 block
+/// scales. The last two promote their partial sums ([`act8_wgmma_promotes`]).
 pub fn act8_wgmma_allowed(spec: &KernelSpec) -> bool {
     spec.layout == Layout::Dense
         && ((spec.a.is_float() && spec.b == spec.a && !crate::layout::scale_on_b(spec))
             || act8_wgmma_promotes(spec))
 }
 
-/// W4A8 FP8 on `wgmma`: every warpgroup slice (64 deep) is summed in a second accumulator set and
-/// promoted into the f32 accumulators under its group scale (channel or tensor scales, or groups of
-/// 64 or more: one group per slice).
+/// `wgmma` with promotion: every warpgroup slice (64 deep) is summed in a second accumulator set and
+/// promoted into the f32 accumulators under its scales. W4A8 FP8 (channel or tensor scales, or groups
+/// of 64 or more: one group per slice), and W8A8 FP8 with block scales (the weight block's and the
+/// activation group's, [`crate::layout::act_scale_group`]).
 pub fn act8_wgmma_promotes(spec: &KernelSpec) -> bool {
-    spec.a == DType::E4M3
+    let w4a8 = spec.a == DType::E4M3
         && matches!(spec.b, DType::UInt { bits: 4 } | DType::SInt { bits: 4 })
-        && !matches!(spec.scale.granularity, ScaleGranularity::Group { size } if size < 64)
+        && !matches!(spec.scale.granularity, ScaleGranularity::Group { size } if size < 64);
+    let w8a8_block = spec.a.is_float() && spec.b == spec.a && crate::layout::act_scale_group(spec) >= 64;
+    w4a8 || w8a8_block
 }
 
 /// Whether `wgmma` tile `t` fits a kernel of 8-bit activations: with promotion the two accumulator

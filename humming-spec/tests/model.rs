@@ -423,6 +423,10 @@ fn generated_cuda_snapshots() {
             "w4a8_int8_moe_glu",
             "a: i8, b: u4, c: bf16, scale: group(64, bf16), zero_point: int, epilogue: silu_glu, layout: moe_indexed, arch: [sm_90a]",
         ),
+        (
+            "w8a8_fp8_block",
+            "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]",
+        ),
     ] {
         let s = spec(fields);
         let cuda = generate_cuda(&s);

@@ -1,5 +1,5 @@
 humming::gemm! {
-    pub kernel W { a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a] }
+    pub kernel W { a: e4m3, b: i4, c: bf16, scale: block(128, 128, f32), arch: [sm_90a] }
 }
 
 fn main() {}

@@ -2,8 +2,9 @@
 //! activations ([`Gemm::quantize_activations`], the rules of [`crate::act_quant`] bit for bit) and
 //! its launches on activations already quantized ([`Launcher::run_quantized`]).
 //!
-//! [`Launcher::run`] on such a kernel takes 16-bit A (C's dtype) and quantizes it per token into
-//! buffers of its own first; quantize explicitly for a static tensor scale, or to reuse the codes.
+//! [`Launcher::run`] on such a kernel takes 16-bit A (C's dtype) and quantizes it into buffers of its
+//! own first, per token or per its activation groups ([`ActScale::of_kernel`]); quantize explicitly
+//! for a static tensor scale, or to reuse the codes.
 
 use super::driver;
 use super::gemm::{ActInput, DeviceWeights, Gemm, Launcher, optional_ptr};
@@ -97,6 +98,14 @@ fn scale_layout(m: usize, k: usize, granularity: ActScale) -> Result<(usize, i32
     }
 }
 
+/// Elements between the scales of consecutive rows: 1, or the groups of a row.
+pub(super) fn scale_stride(k: usize, granularity: ActScale) -> usize {
+    match granularity {
+        ActScale::PerGroup(g) => k.div_ceil(g.max(1)),
+        _ => 1,
+    }
+}
+
 impl<A: Element, C: Element> Gemm<A, C> {
     fn quant_function(&self) -> Result<&cudarc::driver::CudaFunction> {
         self.quant.as_ref().ok_or_else(|| {
@@ -186,14 +195,17 @@ impl<A: Element, C: Element> Gemm<A, C> {
         Ok(())
     }
 
-    /// `run`'s quantization: per token, into the kernel's own buffers; returns their addresses.
+    /// `run`'s quantization: with the kernel's scales ([`ActScale::of_kernel`]), into its own
+    /// buffers; returns their addresses and the elements between consecutive rows' scales.
     pub(super) fn quantize_into_workspace(
         &self,
         a_ptr: u64,
         m: usize,
         k: usize,
         lda: usize,
-    ) -> Result<(u64, u64)> {
+    ) -> Result<(u64, u64, usize)> {
+        let granularity = ActScale::of_kernel(&self.spec);
+        let (n_scales, _, _) = scale_layout(m, k, granularity)?;
         let mut guard = self.workspace.lock().map_err(|_| {
             invalid(
                 "workspace",
@@ -202,7 +214,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         })?;
         let ws = &mut *guard;
         let s = &self.stream;
-        ws.grow_activations(s, m * k, m)?;
+        ws.grow_activations(s, m * k, n_scales)?;
         let (q_ptr, s_ptr) = ws.activation_ptrs(s);
         // (A's length was checked by check_launch.)
         self.launch_quant(
@@ -211,11 +223,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
             m,
             k,
             lda,
-            ActScale::PerToken,
+            granularity,
             q_ptr,
             s_ptr,
         )?;
-        Ok((q_ptr, s_ptr))
+        Ok((q_ptr, s_ptr, scale_stride(k, granularity)))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -305,8 +317,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
 }
 
 impl<A: Element, C: Element> Launcher<'_, A, C> {
-    /// `C = A · Bᵀ` on activations quantized by [`Gemm::quantize_activations`] (per token or with a
-    /// static scale), `C` contiguous `[m, N]`. See [`Launcher::run_quantized_strided`].
+    /// `C = A · Bᵀ` on activations quantized by [`Gemm::quantize_activations`] with the kernel's
+    /// scales ([`ActScale::fits_kernel`]), `C` contiguous `[m, N]`. See [`Launcher::run_quantized_strided`].
     pub fn run_quantized<Cb: DevicePtrMut<C>>(
         &self,
         a: &DeviceActivations,
@@ -318,11 +330,12 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     }
 
     /// `C[i, j] = epilogue(s_i Σ_k q[i, k] · W[j, k] + bias[j])` with the codes `q` and row scales
-    /// `s` of `a`, C's rows `ldc` elements apart.
+    /// `s` of `a` (with activation groups, `Σ_g s_ig Σ_{k in g} ...`), C's rows `ldc` elements apart.
     ///
     /// Errors ([`Error::InvalidArgument`]): a kernel without 8-bit activations, or of a MoE layout;
-    /// `a` of another code type, of another K than the weights, or with scales per group (a kernel
-    /// of row scales); and the checks of [`Launcher::run_strided`] on `w`, `bias`, `c` and `ldc`.
+    /// `a` of another code type, of another K than the weights, or with other scales than the
+    /// kernel's ([`ActScale::fits_kernel`]); and the checks of [`Launcher::run_strided`] on `w`,
+    /// `bias`, `c` and `ldc`.
     pub fn run_quantized_strided<Cb: DevicePtrMut<C>>(
         &self,
         a: &DeviceActivations,
@@ -357,13 +370,18 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 format!("activations of K = {}; the weights have K = {}", a.k, w.k),
             ));
         }
-        if let ActScale::PerGroup(grp) = a.granularity {
+        if !a.granularity.fits_kernel(&g.spec) {
+            let takes = match ActScale::of_kernel(&g.spec) {
+                ActScale::PerGroup(grp) => format!("scales per group of {grp}"),
+                _ => "one scale per row".to_string(),
+            };
+            let has = match a.granularity {
+                ActScale::PerGroup(grp) => format!("scales per group of {grp}"),
+                _ => "one scale per row".to_string(),
+            };
             return Err(invalid(
                 "a",
-                format!(
-                    "activation scales per group of {grp}: kernel {} takes one scale per row",
-                    g.name
-                ),
+                format!("activations with {has}: kernel {} takes {takes}", g.name),
             ));
         }
         let c_len = c.len();
@@ -396,6 +414,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             lda: a.k,
             bytes: 1,
             scales: s_ptr,
+            scale_stride: scale_stride(a.k, a.granularity),
         };
         self.launch_dense(&a_in, a.m, w, bias_ptr, c_ptr, ldc)
     }

@@ -7,6 +7,7 @@ use super::options::LaunchOptions;
 use super::plan::{
     DeviceInfo, KReduction, LaunchPlan, LaunchShape, TileInfo, check_launch, plan_launch,
 };
+use crate::act_quant::ActScale;
 use crate::error::{Error, Result, invalid};
 use crate::kernel::{Element, GemmKernel};
 use crate::quant::QuantizedWeights;
@@ -627,7 +628,9 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                     "the activation buffers' lock was poisoned by a panic",
                 )
             })?;
-            ws.grow_activations(&g.stream, max_m.max(1) * k, max_m.max(1))?;
+            let rows = max_m.max(1);
+            let stride = super::act8::scale_stride(k, ActScale::of_kernel(&g.spec));
+            ws.grow_activations(&g.stream, rows * k, rows * stride)?;
         }
         Ok(())
     }
@@ -717,12 +720,13 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         }
         let a_in = if is_8bit_activation(g.spec.a) {
             // Per token into the kernel's own buffers (stream-ordered: the launch below reads them).
-            let (codes, scales) = g.quantize_into_workspace(a_ptr, m, k, lda)?;
+            let (codes, scales, scale_stride) = g.quantize_into_workspace(a_ptr, m, k, lda)?;
             ActInput {
                 ptr: codes,
                 lda: k,
                 bytes: 1,
                 scales,
+                scale_stride,
             }
         } else {
             ActInput {
@@ -730,6 +734,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 lda,
                 bytes: 2,
                 scales: 0,
+                scale_stride: 0,
             }
         };
         let (bias_ptr, _rbias) = optional_ptr(bias, stream);
@@ -797,11 +802,11 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 experts: 1,
                 top_k: 1,
                 a_scales: if a_in.scales != 0 {
-                    a_in.scales + (row * 4) as u64
+                    a_in.scales + (row * a_in.scale_stride * 4) as u64
                 } else {
                     0
                 },
-                a_scale_stride: 1,
+                a_scale_stride: a_in.scale_stride as i32,
                 ..GemmParams::default()
             };
             let grid_dim = match plan.stream_k {
@@ -837,8 +842,11 @@ pub(super) struct ActInput {
     pub(super) lda: usize,
     /// Bytes per element.
     pub(super) bytes: usize,
-    /// 8-bit codes: the device address of the row scales (one f32 per row); 0 otherwise.
+    /// 8-bit codes: the device address of the f32 scales (one per row, or a row's groups); 0
+    /// otherwise.
     pub(super) scales: u64,
+    /// Elements between the scales of consecutive rows.
+    pub(super) scale_stride: usize,
 }
 
 pub(super) fn flag(on: bool, bit: i32) -> i32 {

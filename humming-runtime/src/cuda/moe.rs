@@ -560,12 +560,12 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         if grid_y == 0 || l.c_rows == 0 {
             return Ok(());
         }
-        // 8-bit activations: A's rows (tokens, not slots) quantized per token into the kernel's own
-        // buffers first (stream-ordered: the launch below reads them).
-        let (a_ptr, a_scales) = if is_8bit_activation(g.spec.a) {
+        // 8-bit activations: A's rows (tokens, not slots) quantized per token (or per activation
+        // group) into the kernel's own buffers first (stream-ordered: the launch below reads them).
+        let (a_ptr, a_scales, a_scale_stride) = if is_8bit_activation(g.spec.a) {
             g.quantize_into_workspace(a_ptr, l.a_rows, k, k)?
         } else {
-            (a_ptr, 0)
+            (a_ptr, 0, 0)
         };
         let t = &g.tiles[plan.tile_index];
         let wp = w.ptrs(s);
@@ -602,7 +602,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             top_k: l.top_k as i32,
             expert_rows: l.expert_rows as i32,
             a_scales,
-            a_scale_stride: 1,
+            a_scale_stride: a_scale_stride as i32,
             ..GemmParams::default()
         };
         let tile = plan.tile;
