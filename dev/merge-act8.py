@@ -20,8 +20,8 @@ w4a16 = {(r['n'], r['k'], r['m']): r['ours']['median_us'] for r in ours if r['ke
 out = []
 for ok, hf in pairs:
     out.append(f"\n### {ok} (ours) vs humming-kernels `{hf}`\n")
-    out.append("| N x K | M | floor | ours | ours, quantized A | quantization | humming-kernels | ours / HK | our W4A16 | ours / our W4A16 | " + ("scaled_mm rowwise | ours / scaled_mm |" if ok.startswith('w8a8_fp8') else "cuBLAS f16 |"))
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if ok.startswith('w8a8_fp8') else "---:|"))
+    out.append("| N x K | M | floor | ours | ours, quantized A | quantization | humming-kernels | ours / HK | our W4A16 | ours / our W4A16 | " + ("scaled_mm rowwise | ours / scaled_mm | cuBLASLt FP8 (ours) | ours / cuBLASLt |" if ok.startswith('w8a8_fp8') else "cuBLAS f16 |"))
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---:|" if ok.startswith('w8a8_fp8') else "---:|"))
     rat = []
     for r in ours:
         if r['kernel'] != ok: continue
@@ -36,7 +36,8 @@ for ok, hf in pairs:
         line = f"| {r['n']}x{r['k']} | {r['m']} | {r['floor_us']:.1f} | {o:.1f} | {pre:.1f} | {q:.1f} | {hu:.1f} | {o/hu:.2f} | {w16:.1f} | {o/w16:.2f} |"
         if ok.startswith('w8a8_fp8'):
             sm = h['scaled_mm_rowwise_us'] if h else float('nan')
-            line += f" {sm:.1f} | {o/sm:.2f} |"
+            lt = r['cublaslt_fp8']['median_us'] if r.get('cublaslt_fp8') else float('nan')
+            line += f" {sm:.1f} | {o/sm:.2f} | {lt:.1f} | {o/lt:.2f} |"
         else:
             line += f" {r['cublas']['median_us']:.1f} |" if r.get('cublas') else " - |"
         out.append(line)

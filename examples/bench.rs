@@ -124,6 +124,7 @@ use common::bench_report::{
 };
 use common::device::{cublas, cublas_gemm, upload_copies};
 use common::host::{quantize_parallel, random_matrix, threads, to_elements};
+use common::lt_fp8::LtFp8;
 use common::timing::{Res, copy_bandwidth, replay};
 
 /// The kernels `--kernels` can pick.
@@ -582,6 +583,21 @@ where
         None => (None, None),
     };
 
+    // 8-bit float activations: cuBLASLt FP8 on e4m3 codes of the same shape, with as many
+    // rotating weight copies as cuBLAS f16 (the codes' values do not change its time).
+    let fp8 = gemm.spec().a.is_float() && is_8bit_activation(gemm.spec().a);
+    let cublaslt_fp8 = if fp8 {
+        match time_lt_fp8(env, (m, n, k), case.w_fp.len().max(2)) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("warning: cuBLASLt FP8 {n}x{k} M={m}: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+
     let spec = gemm.spec();
     let weight_bytes = weights[0].bytes();
     let (a_bytes, c_bytes) = (m * k * 2, m * n * 2);
@@ -619,7 +635,33 @@ where
         rel_err_vs_cublas,
         ours,
         cublas,
+        cublaslt_fp8,
     })
+}
+
+/// cuBLASLt FP8 on e4m3 codes of `m x n x k` (M padded to 16, [`LtFp8::rows`]), over `copies`
+/// rotating weight copies; `None` where cuBLASLt is missing or has no algorithm.
+fn time_lt_fp8(env: &Env, (m, n, k): (usize, usize, usize), copies: usize) -> Res<Option<Stats>> {
+    let stream = &env.stream;
+    let Some(lt) = LtFp8::new(stream, (m, n, k))? else {
+        return Ok(None);
+    };
+    let rows = lt.rows();
+    // Finite codes of both signs, magnitudes below 2 (no NaN pattern).
+    let code = |i: usize| ((i.wrapping_mul(2_654_435_761) >> 7) as u8 & 0x3F) | (i as u8 & 0x80);
+    let w8: Vec<u8> = (0..n * k).map(code).collect();
+    let a8: Vec<u8> = (0..rows * k).map(|i| code(i + 1)).collect();
+    let w8 = (0..copies)
+        .map(|_| stream.clone_htod(&w8))
+        .collect::<Result<Vec<_>, _>>()?;
+    let a8 = stream.clone_htod(&a8)?;
+    let mut c8 = stream.alloc_zeros::<f16>(rows * n)?;
+    let t = time_launches(env, copies, |i| lt.run(&w8[i], &a8, &mut c8))?;
+    println!(
+        "    {n}x{k} M={m}: cuBLASLt FP8 (M padded to {rows}) {:.2} us",
+        t.median_us
+    );
+    Ok(Some(t))
 }
 
 /// All (M) cases of one kernel on one shape.

@@ -530,6 +530,7 @@ mod tests {
             ours_prequantized: None,
             quantize: None,
             cublas: Some(stats(20.0)),
+            cublaslt_fp8: None,
             speedup_vs_cublas: Some(2.0),
             floor_pct: 50.0,
             rel_err: Some(1e-4),

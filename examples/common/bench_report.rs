@@ -100,6 +100,9 @@ pub struct Row {
     #[serde(default)]
     pub quantize: Option<Stats>,
     pub cublas: Option<Stats>,
+    /// 8-bit activations: cuBLASLt FP8 (e4m3 x e4m3, tensor scales, f16 C) on the same shape.
+    #[serde(default)]
+    pub cublaslt_fp8: Option<Stats>,
     /// cuBLAS time / our time.
     pub speedup_vs_cublas: Option<f64>,
     /// 100 · floor / our time.

@@ -4,7 +4,8 @@
 //! - [`table`]: fixed-width text tables;
 //! - [`plot`]: SVG charts of time against M;
 //! - [`host`]: seeded random matrices and parallel quantization;
-//! - [`device`]: rotating copies of packed weights, cuBLAS on unquantized weights;
+//! - [`device`]: rotating copies of packed weights, cuBLAS on unquantized weights; [`lt_fp8`]:
+//!   cuBLASLt FP8, the anchor of 8-bit activations;
 //! - [`bench_report`]: the benchmark's JSON, table and charts; [`bench_merge`]: its merge with
 //!   humming-kernels;
 //! - [`moe_report`]: the MoE benchmark's JSON and table, and its merge with humming-kernels;
@@ -36,6 +37,7 @@ pub mod layer_measure;
 pub mod layer_sweep;
 pub mod layer_times;
 pub mod llama_block;
+pub mod lt_fp8;
 pub mod model_cli;
 pub mod moe_report;
 pub mod plot;
