@@ -9,10 +9,10 @@
 //!   scales with bias, NVFP4, interleaved SiLU-GLU), C poisoned with NaN first: every row the layout
 //!   names is finite and within 1e-2 (f16) / 2e-2 (bf16) of the reference, every other row keeps its
 //!   poison bit for bit, and the guard past C is untouched.
-//! - The same for 8-bit activations (the launch quantizes A per token; the reference takes A quantized
-//!   and dequantized alike): W4A8 FP8 indexed (every tile too), W4A8 INT8 indexed with zero points and
-//!   SiLU-GLU, MXFP4 x e4m3 indexed with a bias, W4A8 FP8 contiguous with interleaved SiLU-GLU, W8A8
-//!   FP8 masked.
+//! - The same for 8-bit activations (the launch quantizes A per token, or per 1 x 128 group; the
+//!   reference takes A quantized and dequantized alike): W4A8 FP8 indexed (every tile too), W4A8 INT8
+//!   indexed with zero points and SiLU-GLU, MXFP4 x e4m3 indexed with a bias, W8A8 FP8 128 x 128 blocks
+//!   indexed, W4A8 FP8 contiguous with interleaved SiLU-GLU, W8A8 FP8 masked.
 //! - `gpu_moe_block`: route, gate-up with SiLU-GLU, down with the router's weights, combine, captured
 //!   in one CUDA graph and replayed on new routings: equal to the launches bit for bit and to the f64
 //!   reference of the whole block.
@@ -79,6 +79,9 @@ humming::gemm! {
     /// W8A8 FP8 experts with channel scales, masked rows.
     pub kernel MaskE4E4 { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), layout: moe_grouped_masked, arch: [sm_90a] }
 
+    /// W8A8 FP8 with 128 x 128 weight blocks and 1 x 128 activation groups, `moe_indexed` (DeepSeek-V3).
+    pub kernel IdxE4E4Block { a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), layout: moe_indexed, arch: [sm_90a] }
+
     /// The dense SiLU-GLU epilogue, halves and interleaved.
     pub kernel DenseGlu { a: f16, b: u4, scale: group(128), epilogue: silu_glu, arch: [sm_90a] }
     pub kernel DenseGluInter { a: bf16, b: i4, scale: group(64), epilogue: silu_glu_interleaved, arch: [sm_90a] }
@@ -128,7 +131,7 @@ fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
     let sp = K::DESCRIPTOR;
     let nc = humming::spec::layout::c_columns(sp.epilogue, n);
     let ids = choices(rng, tokens, top_k, e, how);
-    let (a, af) = random_a_for::<T>(rng, tokens, k, sp.a);
+    let (a, af) = random_a_for::<T>(rng, tokens, k, &sp);
     let (bias, bias_f) = bias_for::<T>(rng, e, n);
     let rw: Vec<f32> = (0..tokens * top_k)
         .map(|_| 0.5 + 0.5 * rng.uniform().abs())
@@ -291,6 +294,11 @@ fn gpu_moe_indexed_w4a8_fp8() {
 }
 
 #[test]
+fn gpu_moe_indexed_w8a8_fp8_block() {
+    indexed_suite::<bf16, IdxE4E4Block>("gpu_moe_indexed_w8a8_fp8_block", 256, 384);
+}
+
+#[test]
 fn gpu_moe_indexed_w4a8_mxfp4_bias() {
     indexed_suite::<bf16, IdxE4Mxfp4>("gpu_moe_indexed_w4a8_mxfp4_bias", 192, 320);
 }
@@ -336,7 +344,7 @@ fn grouped_suite<T: Element, K: humming::GemmKernel<A = T, C = T>>(
             } else {
                 (tokens, offsets(&mut rng, e, tokens))
             };
-            let (a, af) = random_a_for::<T>(&mut rng, rows, k, sp.a);
+            let (a, af) = random_a_for::<T>(&mut rng, rows, k, &sp);
             let (bias, bias_f) = bias_for::<T>(&mut rng, e, n);
             let d_a = s.clone_htod(&a).expect("a");
             let d_route = s.clone_htod(&route).expect("route");

@@ -531,7 +531,12 @@ fn check_formats_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
         ScaleGranularity::Block { k, .. } => {
             // W8A8 FP8 with 1 x k activation groups (layout::act_scale_group); a slice of a warp
             // (64 deep) lies in one group.
-            if !(a.is_float() && b == a) {
+            if !a.is_float() {
+                errs.push(
+                    sp.scale,
+                    not_yet("a block scale (W8A8 FP8 only: `a: e4m3, b: e4m3`)".to_string()),
+                );
+            } else if b != a {
                 errs.push(
                     sp.scale,
                     format!("block scales with `{a}` activations are W8A8 FP8 (`b: {a}`); on `{b}` weights they are not generated yet"),

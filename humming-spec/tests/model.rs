@@ -176,6 +176,18 @@ fn validation_rules() {
             "not generated yet",
         ),
         (
+            "a: i8, b: i8, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]",
+            "W8A8 FP8 only",
+        ),
+        (
+            "a: e4m3, b: e4m3, c: bf16, scale: block(128, 32, f32), arch: [sm_90a]",
+            "a block K extent of 32",
+        ),
+        (
+            "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a], tiles: [tile(block = (128, 128, 128), stages = 4, mma = wgmma)]",
+            "two accumulator sets",
+        ),
+        (
             "a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [tile(block = (64, 128, 128), stages = 4, mma = wgmma)]",
             "not generated yet",
         ),
@@ -248,6 +260,29 @@ fn validation_rules() {
             e.contains(needle),
             "{fields}: `{e}` does not mention `{needle}`"
         );
+    }
+}
+
+/// Block-scaled W8A8 FP8 takes activation groups of the block's K extent and promotes on `wgmma`
+/// tiles whose two accumulator sets fit; per-row kernels have none.
+#[test]
+fn activation_groups_of_block_scales() {
+    use humming_spec::layout::act_scale_group;
+    use humming_spec::tiles::{act8_wgmma_promotes, act8_wgmma_tile_fits};
+    let block = spec("a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]");
+    assert_eq!(act_scale_group(&block), 128);
+    assert!(act8_wgmma_promotes(&block));
+    let wgmma: Vec<_> = tiles_of(&block)
+        .into_iter()
+        .filter(|t| t.mma == Mma::Wgmma)
+        .collect();
+    assert!(!wgmma.is_empty());
+    assert!(wgmma.iter().all(|t| act8_wgmma_tile_fits(&block, t)));
+    for per_row in [
+        "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]",
+        "a: f16, b: e4m3, scale: block(128, 128, f32)",
+    ] {
+        assert_eq!(act_scale_group(&spec(per_row)), 0, "{per_row}");
     }
 }
 

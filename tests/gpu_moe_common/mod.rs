@@ -140,20 +140,21 @@ pub fn random_a<T: Element>(rng: &mut Rng, rows: usize, k: usize) -> (Vec<T>, Ve
     (a, f)
 }
 
-/// [`random_a`] for a kernel of activations `a_dtype`: with 8-bit activations the reference's A is A
-/// quantized per token (as the launch quantizes it) and dequantized.
+/// [`random_a`] for a kernel `spec`: with 8-bit activations the reference's A is A quantized per
+/// token or per activation group (as the launch quantizes it) and dequantized.
 pub fn random_a_for<T: Element>(
     rng: &mut Rng,
     rows: usize,
     k: usize,
-    a_dtype: humming::spec::DType,
+    spec: &humming::spec::KernelSpec,
 ) -> (Vec<T>, Vec<f64>) {
     let (a, f) = random_a::<T>(rng, rows, k);
-    if !humming::spec::layout::is_8bit_activation(a_dtype) {
+    if !humming::spec::layout::is_8bit_activation(spec.a) {
         return (a, f);
     }
     let a32: Vec<f32> = f.iter().map(|&x| x as f32).collect();
-    let q = quantize_activations(&a32, rows, k, a_dtype, ActScale::PerToken).expect("quantize A");
+    let how = ActScale::of_kernel(spec);
+    let q = quantize_activations(&a32, rows, k, spec.a, how).expect("quantize A");
     (a, q.dequantize())
 }
 
