@@ -5,7 +5,7 @@
 //!   static tensor scale that saturates; a zero row (scale 0, zero codes), rows with outliers.
 //! - `gpu_act8_<format>`: W4A8 FP8 (i4 / u4, zero points, group / channel scales), e5m2, W4A8 INT8,
 //!   W8A8 INT8 and FP8 (channel, tensor, and 128 x 128 / 64 x 128 blocks with 1 x 128 activation
-//!   groups, also on the wgmma tile alone), MXFP4 x e4m3 and e2m1 x e5m2: `run` on 16-bit A (quantized
+//!   groups, also on each wgmma tile alone), W4A8 FP8 on the 128-row wgmma tile alone, MXFP4 x e4m3 and e2m1 x e5m2: `run` on 16-bit A (quantized
 //!   per token, or per activation group, by the runtime) over M in {1, 7, 16, 20, 33, 200} (every tile), K in {256, 1024, 320}, N in {128, 320}, with the runtime's K
 //!   splits and with 3 fixed splits: C poisoned first and guarded, every element written and finite,
 //!   equal over two launches, and within 2e-3 (f16) / 8e-3 (bf16) relative error of the f64
@@ -66,6 +66,12 @@ humming::gemm! {
 
     /// W8A8 FP8 blocks of 64 x 128 (1 x 128 activation groups) on the wgmma tile alone, f16.
     pub kernel E4E4BlockWg { a: e4m3, b: e4m3, c: f16, scale: block(64, 128, f32), arch: [sm_90a], tiles: [tile(block = (64, 128, 128), warp = (64, 32, 64), stages = 4, mma = wgmma)] }
+
+    /// W4A8 FP8 on the 128-row promoting wgmma tile alone (warps of 16 channels), bf16, group 64.
+    pub kernel E4I4Wg128 { a: e4m3, b: i4, c: bf16, scale: group(64, bf16), arch: [sm_90a], tiles: [tile(block = (128, 128, 64), warp = (128, 16, 64), stages = 4, mma = wgmma)] }
+
+    /// W8A8 FP8 128 x 128 blocks on the 128-row promoting wgmma tile alone, bf16.
+    pub kernel E4E4BlockWg128 { a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a], tiles: [tile(block = (128, 128, 64), warp = (128, 16, 64), stages = 4, mma = wgmma)] }
 
     /// W8A8 FP8, a tensor scale, a bias and SiLU.
     pub kernel E4E4Silu { a: e4m3, b: e4m3, c: f16, scale: tensor(f32), bias: true, epilogue: silu, arch: [sm_90a] }
@@ -258,6 +264,14 @@ fn gpu_act8_w8a8_fp8_block_wgmma() {
     suite::<f16, E4E4BlockWg>("gpu_act8_w8a8_fp8_block_wgmma");
 }
 #[test]
+fn gpu_act8_w4a8_wgmma_128() {
+    suite::<bf16, E4I4Wg128>("gpu_act8_w4a8_wgmma_128");
+}
+#[test]
+fn gpu_act8_w8a8_fp8_block_wgmma_128() {
+    suite::<bf16, E4E4BlockWg128>("gpu_act8_w8a8_fp8_block_wgmma_128");
+}
+#[test]
 fn gpu_act8_w4a8_mxfp4() {
     suite::<bf16, E4Mxfp4>("gpu_act8_w4a8_mxfp4");
 }
@@ -388,9 +402,13 @@ fn gpu_act8_block_run_quantized() {
     let mut rng = Rng::new(sd);
     let gemm = Gemm::<bf16, bf16>::load::<E4E4Block>(&s).expect("load");
     let (m, n, k) = (40, 256, 640);
-    let w =
-        QuantizedWeights::quantize(&E4E4Block::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
-            .expect("quantize");
+    let w = QuantizedWeights::quantize(
+        &E4E4Block::DESCRIPTOR,
+        n,
+        k,
+        &random_weights(&mut rng, n, k),
+    )
+    .expect("quantize");
     let dw = gemm.upload(&w).expect("upload");
     let a_host = random_a::<bf16>(&mut rng, m, k);
     let a = s.clone_htod(&a_host).expect("A");
@@ -403,8 +421,16 @@ fn gpu_act8_block_run_quantized() {
             matches!(e, Err(humming::Error::InvalidArgument { .. })),
             "{name}: {how:?} accepted: {e:?}"
         );
-        let back: Vec<u16> = s.clone_dtoh(&c).expect("C").iter().map(|v| v.to_bits()).collect();
-        assert!(back.iter().all(|&b| b == POISON), "{name}: C written after an error");
+        let back: Vec<u16> = s
+            .clone_dtoh(&c)
+            .expect("C")
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert!(
+            back.iter().all(|&b| b == POISON),
+            "{name}: C written after an error"
+        );
     }
     let how = ActScale::PerGroup(128);
     let qa = gemm.quantize_activations(&a, m, k, k, how).expect("q");
@@ -417,7 +443,8 @@ fn gpu_act8_block_run_quantized() {
         .map(|v| v.to_f64())
         .collect();
     assert!(got.iter().all(|v| v.is_finite()), "{name}: C not written");
-    let cpu = quantize_activations(&to_f32(&a_host), m, k, E4E4Block::DESCRIPTOR.a, how).expect("q");
+    let cpu =
+        quantize_activations(&to_f32(&a_host), m, k, E4E4Block::DESCRIPTOR.a, how).expect("q");
     let want = reference::reference_gemm(&w, &cpu.dequantize(), m, None).expect("ref");
     let err = reference::relative_error(&got, &want);
     assert!(err <= 8e-3, "{name}: relative error {err:.3e} (seed {sd})");

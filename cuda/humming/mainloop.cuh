@@ -12,6 +12,11 @@
 
 namespace humming {
 
+// The wgmma step's carried state where the tile has no wgmma.
+struct NoCarryStep {
+  struct Carry {};
+};
+
 template <class K>
 struct Mainloop {
   using Tl = typename K::Tl;
@@ -83,6 +88,8 @@ struct Mainloop {
   __device__ __forceinline__ static void run(const GemmParams& p, const Segment& seg, const WarpPlace& w,
                                              typename K::Acc& acc, StagePipeline<K>& pipe, const u32 (&ch_s)[4],
                                              const u32 (&ch_z)[4]) {
+    using WgmmaStep = typename Pick<K::kWgmma, typename K::Act::template WgmmaStep<K>, NoCarryStep>::type;
+    typename WgmmaStep::Carry carry;
     for (int it = 0; it < pipe.iters; ++it) {
       const int prev_stage = pipe.read_stage == 0 ? Tl::STAGES - 1 : pipe.read_stage - 1;  // the stage of step it - 1
       const u32 st = pipe.acquire(p, it);
@@ -97,18 +104,19 @@ struct Mainloop {
       const int group = Q::kActGroup > 0 ? (k0 + w.kw * 64) / (Q::kActGroup > 0 ? Q::kActGroup : 1) : 0;
       auto row_scale = [&](int r) { return act_group_scale(p, w, r, group); };
       if constexpr (K::kWgmma) {
-        K::Act::template WgmmaStep<K>::step(
+        WgmmaStep::step(
             acc, a_tile, w, [&](Slab& in, int kk, bool same_row) { load_slab(in, st, unit, kk, w, ch_s, ch_z, same_row); },
             [&](int kk) {
               if constexpr (K::kTma) pipe.release(p, w.m0, it, kk, prev_stage);
             },
-            row_scale);
+            row_scale, carry);
       } else {
         K::Act::template SyncStep<K>::step(
             acc, st, a_tile, w, [&](Slab& in, int kk) { load_slab(in, st, unit, kk, w, ch_s, ch_z, false); },
             row_scale);
       }
     }
+    if constexpr (K::kWgmma) WgmmaStep::drain(acc, carry);
   }
 };
 

@@ -22,9 +22,13 @@ struct WgmmaStage {
   // The step: `a_tile` is the warpgroup's 64-deep slice of A; load_slab(in, kk, same_row) fetches slab
   // kk's words, scales and zero points (mainloop.cuh); committed(kk) runs after slab kk's group is
   // committed (the TMA stage hand-off, pipeline.cuh).
+  // Nothing passes from one step to the next (the 8-bit step's promotion does carry state).
+  struct Carry {};
+  __device__ __forceinline__ static void drain(typename K::Acc&, Carry&) {}
+
   template <class LoadSlab, class Committed, class RowScale>
   __device__ __forceinline__ static void step(typename K::Acc& acc, u32 a_tile, const WarpPlace& w,
-                                              LoadSlab&& load_slab, Committed&& committed, RowScale&&) {
+                                              LoadSlab&& load_slab, Committed&& committed, RowScale&&, Carry&) {
     typename W::Slab ahead;
     load_slab(ahead, 0, false);
 #pragma unroll

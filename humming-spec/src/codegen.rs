@@ -7,8 +7,8 @@
 
 use crate::dtype::DType;
 use crate::layout::{
-    a_bytes, act_scale_group, b_scale_group, carried_shift, channel_factor, float4_sign_bits, grid_dtype,
-    is_8bit_activation, is_float_weight, scale_on_b,
+    a_bytes, act_scale_group, b_scale_group, carried_shift, channel_factor, float4_sign_bits,
+    grid_dtype, is_8bit_activation, is_float_weight, scale_on_b,
 };
 use crate::model::*;
 use crate::resources::{

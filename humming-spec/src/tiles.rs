@@ -116,7 +116,8 @@ pub fn act8_wgmma_promotes(spec: &KernelSpec) -> bool {
     let w4a8 = spec.a == DType::E4M3
         && matches!(spec.b, DType::UInt { bits: 4 } | DType::SInt { bits: 4 })
         && !matches!(spec.scale.granularity, ScaleGranularity::Group { size } if size < 64);
-    let w8a8_block = spec.a.is_float() && spec.b == spec.a && crate::layout::act_scale_group(spec) >= 64;
+    let w8a8_block =
+        spec.a.is_float() && spec.b == spec.a && crate::layout::act_scale_group(spec) >= 64;
     w4a8 || w8a8_block
 }
 
@@ -128,12 +129,28 @@ pub fn act8_wgmma_tile_fits(spec: &KernelSpec, t: &TileConfig) -> bool {
 
 /// The `wgmma` tiles of an [`act8_wgmma_allowed`] kernel (sm_90a): [`default_tiles`]' `wgmma` tiles of
 /// 64 rows and more (the 8-bit A tile comes by TMA as the 16-bit one does) that
-/// [`act8_wgmma_tile_fits`].
+/// [`act8_wgmma_tile_fits`]; with promotion also (128, 128, 64) in warps of 16 channels.
 pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
-    default_tiles(ArchSet(Arch::Sm90a.bit()))
+    let mut tiles: Vec<TileConfig> = default_tiles(ArchSet(Arch::Sm90a.bit()))
         .into_iter()
         .filter(|t| t.mma == Mma::Wgmma && t.block_m >= 64 && act8_wgmma_tile_fits(spec, t))
-        .collect()
+        .collect();
+    if act8_wgmma_promotes(spec) {
+        // 128 rows in warps of 16 channels (two warpgroups along N, m64n128k32 steps): the two
+        // accumulator sets fit, and launches of more than 64 rows keep to wgmma.
+        tiles.push(TileConfig {
+            block_m: 128,
+            block_n: 128,
+            block_k: 64,
+            warp_m: 128,
+            warp_n: 16,
+            warp_k: 64,
+            stages: 4,
+            mma: Mma::Wgmma,
+            ctas_per_sm: 0,
+        });
+    }
+    tiles
 }
 
 /// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and

@@ -89,6 +89,17 @@ humming_88a9310a50fd5753aaf8b7b64542aa18_t5(const __grid_constant__ humming::Gem
   Kernel<Tile5>::run(params);
 }
 
+// tile 6: b128x128x64w128x16x64s4wgmma, 384 threads, 54272 bytes of shared memory
+using Tile6 = humming::Tile<128, 128, 64, 128, 16, 64, 4, true, 240>;
+static_assert(Kernel<Tile6>::kSmemBytes == 54272u, "shared memory disagrees with the Rust resource model");
+static_assert(Kernel<Tile6>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
+static_assert(Kernel<Tile6>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
+static_assert(Kernel<Tile6>::kLaunchThreads == 384, "threads disagrees with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(384, 1)
+humming_88a9310a50fd5753aaf8b7b64542aa18_t6(const __grid_constant__ humming::GemmParams params) {
+  Kernel<Tile6>::run(params);
+}
+
 // The input quantization: 16-bit A to the kernel's codes and row (or group) scales.
 extern "C" __global__ void __launch_bounds__(256)
 humming_88a9310a50fd5753aaf8b7b64542aa18_quant(const __grid_constant__ humming::ActQuantParams params) {

@@ -100,6 +100,17 @@ humming_7075e398b1309166a1f65e2bbb0120c4_t6(const __grid_constant__ humming::Gem
   Kernel<Tile6>::run(params);
 }
 
+// tile 7: b128x128x64w128x16x64s4wgmma, 384 threads, 70656 bytes of shared memory
+using Tile7 = humming::Tile<128, 128, 64, 128, 16, 64, 4, true, 240>;
+static_assert(Kernel<Tile7>::kSmemBytes == 70656u, "shared memory disagrees with the Rust resource model");
+static_assert(Kernel<Tile7>::kStaged == true, "staged epilogue disagrees with the Rust resource model");
+static_assert(Kernel<Tile7>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
+static_assert(Kernel<Tile7>::kLaunchThreads == 384, "threads disagrees with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(384, 1)
+humming_7075e398b1309166a1f65e2bbb0120c4_t7(const __grid_constant__ humming::GemmParams params) {
+  Kernel<Tile7>::run(params);
+}
+
 // The input quantization: 16-bit A to the kernel's codes and row (or group) scales.
 extern "C" __global__ void __launch_bounds__(256)
 humming_7075e398b1309166a1f65e2bbb0120c4_quant(const __grid_constant__ humming::ActQuantParams params) {
