@@ -2,7 +2,8 @@
 // bit the rules of humming_runtime::act_quant (its CPU reference). Per cell (a row, or a group of a row
 // along K): amax = max |x|, s = amax / max(code) (or the static scale), inv = 1 / s (0 where s is 0), and
 // each code is x * inv rounded to nearest even and saturated (a -0 is written as +0, as the reference
-// does). One CTA per row: 16-byte loads of A, 8-byte stores of codes.
+// does). One CTA per row (per group scales: per row and up to kActQuantThreads / 32 groups): 16-byte
+// loads of A, 8-byte stores of codes.
 #pragma once
 #include "dequant.cuh"
 #include "ptx.cuh"
@@ -123,9 +124,9 @@ struct ActQuant {
       encode(a, q, 0, p.k, t, kActQuantThreads, s > 0.0f ? 1.0f / s : 0.0f);
       if (t == 0) p.scales[row] = s;
     } else {
-      // One warp per group.
+      // One warp per group; the row's groups spread over gridDim.y CTAs.
       const int groups = (p.k + p.group - 1) / p.group;
-      for (int g = warp; g < groups; g += kWarps) {
+      for (int g = blockIdx.y * kWarps + warp; g < groups; g += kWarps * gridDim.y) {
         const int c0 = g * p.group, c1 = min(p.k, c0 + p.group);
         float m = 0.0f;
         for (int c = c0 + 8 * lane; c < c1; c += 8 * 32) m = fmaxf(m, chunk_amax(*reinterpret_cast<const uint4*>(a + c)));

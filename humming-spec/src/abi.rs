@@ -146,8 +146,8 @@ params_struct! {
 
 params_struct! {
     /// The argument of an 8-bit-activation kernel's input quantization (`humming_<hash>_quant`, one
-    /// CTA of `ACT_QUANT_THREADS` per row): 16-bit A to codes and f32 scales by the rules of
-    /// `humming_runtime::act_quant`.
+    /// CTA of `ACT_QUANT_THREADS` per row, and with group scales `gridDim.y` CTAs per row, a warp per
+    /// group): 16-bit A to codes and f32 scales by the rules of `humming_runtime::act_quant`.
     pub struct ActQuantParams {
         /// A `[m, lda]` in C's 16-bit dtype, 16-byte aligned rows.
         a: u64 => "const void*",

@@ -287,8 +287,16 @@ impl<A: Element, C: Element> Gemm<A, C> {
             group,
             static_scale,
         };
+        // Scales per group: one warp per group, so a row's groups spread over CTAs along y.
+        let group_ctas = if group > 0 {
+            k.div_ceil(group as usize)
+                .div_ceil((ACT_QUANT_THREADS / 32) as usize)
+                .min(65535) as u32
+        } else {
+            1
+        };
         let cfg = LaunchConfig {
-            grid_dim: (m as u32, 1, 1),
+            grid_dim: (m as u32, group_ctas, 1),
             block_dim: (ACT_QUANT_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
