@@ -338,16 +338,16 @@ fn reference_checks(
         }
         slots_of.push(slots);
     }
-    let a_dtype = distinct[0].spec().a;
-    if humming::spec::layout::is_8bit_activation(a_dtype) {
-        // As the launch does: each row of A quantized per token.
+    let spec = distinct[0].spec();
+    if humming::spec::layout::is_8bit_activation(spec.a) {
+        // As the launch does: each row of A quantized per token (or per activation group).
         let a32: Vec<f32> = a.iter().map(|&x| x as f32).collect();
         a = humming::act_quant::quantize_activations(
             &a32,
             bases.len(),
             k,
-            a_dtype,
-            humming::act_quant::ActScale::PerToken,
+            spec.a,
+            humming::act_quant::ActScale::of_kernel(spec),
         )?
         .dequantize();
     }

@@ -413,7 +413,11 @@ fn gpu_act8_block_run_quantized() {
     let a_host = random_a::<bf16>(&mut rng, m, k);
     let a = s.clone_htod(&a_host).expect("A");
     let poison = vec![bf16::from_bits(POISON); m * n];
-    for how in [ActScale::PerToken, ActScale::PerGroup(64)] {
+    for how in [
+        ActScale::PerToken,
+        ActScale::PerGroup(64),
+        ActScale::Tensor(1.0 / 64.0),
+    ] {
         let qa = gemm.quantize_activations(&a, m, k, k, how).expect("q");
         let mut c = s.clone_htod(&poison).expect("C");
         let e = gemm.run_quantized(&qa, &dw, None, &mut c);

@@ -40,12 +40,29 @@ impl ActScale {
         }
     }
 
+    /// Scales per row of `k` columns: the groups of a row, or 1.
+    pub fn scales_per_row(self, k: usize) -> usize {
+        match self {
+            ActScale::PerGroup(g) => k.div_ceil(g.max(1)),
+            _ => 1,
+        }
+    }
+
     /// Whether a kernel of `spec` takes activations quantized with these scales.
     pub fn fits_kernel(self, spec: &KernelSpec) -> bool {
         match (self, ActScale::of_kernel(spec)) {
             (ActScale::PerGroup(g), ActScale::PerGroup(want)) => g == want,
             (ActScale::PerGroup(_), _) | (_, ActScale::PerGroup(_)) => false,
             _ => true,
+        }
+    }
+}
+
+impl std::fmt::Display for ActScale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ActScale::PerGroup(g) => write!(f, "scales per group of {g}"),
+            _ => write!(f, "one scale per row"),
         }
     }
 }
@@ -165,7 +182,9 @@ impl QuantizedActivations {
     pub fn scale(&self, r: usize, c: usize) -> f32 {
         match self.granularity {
             ActScale::PerToken => self.scales[r],
-            ActScale::PerGroup(g) => self.scales[r * self.k.div_ceil(g) + c / g],
+            ActScale::PerGroup(g) => {
+                self.scales[r * self.granularity.scales_per_row(self.k) + c / g]
+            }
             ActScale::Tensor(_) => self.scales[0],
         }
     }

@@ -208,7 +208,7 @@ pub fn round_to<C: Element>(values: &[f64]) -> Vec<C> {
 }
 
 /// [`reference_gemm`] on the kernel's element types: A `[M, K]` of type `A` (the spec's `a`; for 8-bit
-/// activations C's dtype, quantized per token as a launch does), bias `[N]`
+/// activations C's dtype, quantized per token or per activation group as a launch does), bias `[N]`
 /// of type `C` (the spec's `c`, as the kernel takes it), and C `[M, N]` rounded from the exact f64
 /// result to `C`. This is the CPU fallback of a launch.
 ///

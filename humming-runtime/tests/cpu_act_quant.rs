@@ -220,3 +220,33 @@ fn codes_are_the_ocp_and_twos_complement_bits() {
     let q = quantize_activations(&[-1.0, 7.0, -8.0], 1, 3, I4, ActScale::Tensor(1.0)).unwrap();
     assert_eq!(q.codes, vec![0x0F, 0x07, 0x08]);
 }
+
+/// Which scales a kernel takes: 1 x k groups for W8A8 FP8 block scales (k the block's K extent),
+/// one per row otherwise; a kernel refuses the other kind.
+#[test]
+fn kernels_take_row_or_group_scales() {
+    let spec = |f: &str| humming_runtime::spec::parse_kernel_str(f).expect(f);
+    let block = spec("a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]");
+    let rows = spec("a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]");
+    assert_eq!(ActScale::of_kernel(&block), ActScale::PerGroup(128));
+    assert_eq!(ActScale::of_kernel(&rows), ActScale::PerToken);
+    assert!(ActScale::PerGroup(128).fits_kernel(&block));
+    for other in [
+        ActScale::PerToken,
+        ActScale::PerGroup(64),
+        ActScale::Tensor(0.5),
+    ] {
+        assert!(!other.fits_kernel(&block), "{other:?}");
+    }
+    assert!(ActScale::PerToken.fits_kernel(&rows));
+    assert!(ActScale::Tensor(0.5).fits_kernel(&rows));
+    assert!(!ActScale::PerGroup(128).fits_kernel(&rows));
+    // Scales per row: a last group shorter than the others counts.
+    assert_eq!(ActScale::PerGroup(128).scales_per_row(320), 3);
+    assert_eq!(ActScale::PerToken.scales_per_row(320), 1);
+    let mut rng = Rng::new(seed());
+    let (m, k) = (3, 320);
+    let a = activations(&mut rng, m, k);
+    let q = quantize_activations(&a, m, k, E4M3, ActScale::PerGroup(128)).expect("quantize");
+    assert_eq!(q.scales.len(), m * 3);
+}

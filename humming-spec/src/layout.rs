@@ -70,7 +70,12 @@ pub fn act8_on_16bit_mma(spec: &KernelSpec) -> bool {
 /// into the accumulators times both scales.
 pub fn act_scale_group(spec: &KernelSpec) -> u32 {
     match spec.scale.granularity {
-        ScaleGranularity::Block { k, .. } if is_8bit_activation(spec.a) => k,
+        // (W8A8 FP8 only: the main loops of the other 8-bit forms have no row scales to promote.)
+        ScaleGranularity::Block { k, .. }
+            if is_8bit_activation(spec.a) && spec.a.is_float() && spec.b == spec.a =>
+        {
+            k
+        }
         _ => 0,
     }
 }

@@ -534,7 +534,10 @@ fn check_formats_8bit(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             if !a.is_float() {
                 errs.push(
                     sp.scale,
-                    not_yet("a block scale (W8A8 FP8 only: `a: e4m3, b: e4m3`)".to_string()),
+                    not_yet(
+                        "a block scale (W8A8 FP8 only: `b` the e4m3 or e5m2 code of `a`)"
+                            .to_string(),
+                    ),
                 );
             } else if b != a {
                 errs.push(

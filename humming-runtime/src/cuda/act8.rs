@@ -89,7 +89,7 @@ fn scale_layout(m: usize, k: usize, granularity: ActScale) -> Result<(usize, i32
             format!("a static scale must be finite and above 0; found {s}"),
         )),
         ActScale::PerGroup(g) if g > 0 && g % 8 == 0 && g <= i32::MAX as usize => {
-            Ok((m * k.div_ceil(g), g as i32, 0))
+            Ok((m * granularity.scales_per_row(k), g as i32, 0))
         }
         ActScale::PerGroup(g) => Err(invalid(
             "scale",
@@ -100,10 +100,7 @@ fn scale_layout(m: usize, k: usize, granularity: ActScale) -> Result<(usize, i32
 
 /// Elements between the scales of consecutive rows: 1, or the groups of a row.
 pub(super) fn scale_stride(k: usize, granularity: ActScale) -> usize {
-    match granularity {
-        ActScale::PerGroup(g) => k.div_ceil(g.max(1)),
-        _ => 1,
-    }
+    granularity.scales_per_row(k)
 }
 
 impl<A: Element, C: Element> Gemm<A, C> {
@@ -289,7 +286,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
         };
         // Scales per group: one warp per group, so a row's groups spread over CTAs along y.
         let group_ctas = if group > 0 {
-            k.div_ceil(group as usize)
+            granularity
+                .scales_per_row(k)
                 .div_ceil((ACT_QUANT_THREADS / 32) as usize)
                 .min(65535) as u32
         } else {
@@ -379,17 +377,14 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             ));
         }
         if !a.granularity.fits_kernel(&g.spec) {
-            let takes = match ActScale::of_kernel(&g.spec) {
-                ActScale::PerGroup(grp) => format!("scales per group of {grp}"),
-                _ => "one scale per row".to_string(),
-            };
-            let has = match a.granularity {
-                ActScale::PerGroup(grp) => format!("scales per group of {grp}"),
-                _ => "one scale per row".to_string(),
-            };
             return Err(invalid(
                 "a",
-                format!("activations with {has}: kernel {} takes {takes}", g.name),
+                format!(
+                    "activations with {}: kernel {} takes {}",
+                    a.granularity,
+                    g.name,
+                    ActScale::of_kernel(&g.spec)
+                ),
             ));
         }
         let c_len = c.len();

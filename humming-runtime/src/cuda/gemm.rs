@@ -719,7 +719,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             return Ok(());
         }
         let a_in = if is_8bit_activation(g.spec.a) {
-            // Per token into the kernel's own buffers (stream-ordered: the launch below reads them).
+            // Per token (or group) into the kernel's own buffers (stream-ordered: the launch below
+            // reads them).
             let (codes, scales, scale_stride) = g.quantize_into_workspace(a_ptr, m, k, lda)?;
             ActInput {
                 ptr: codes,

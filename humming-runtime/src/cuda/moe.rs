@@ -4,7 +4,8 @@
 //! The host side (the rows each layout names, the reference, the block-M rule) is [`crate::moe`].
 //!
 //! A kernel of 8-bit activations takes A in C's 16-bit dtype, as [`Launcher::run`] does: each launch
-//! quantizes A's rows (the tokens, not the slots) per token into the kernel's own buffers first
+//! quantizes A's rows (the tokens, not the slots) per token, or per activation group
+//! ([`crate::act_quant::ActScale::of_kernel`]), into the kernel's own buffers first
 //! ([`Gemm::reserve`] sizes them ahead, e.g. before a CUDA graph capture).
 
 use super::driver::{self, driver_err};

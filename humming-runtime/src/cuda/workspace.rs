@@ -15,7 +15,7 @@ pub(super) struct Workspace {
     tickets: Option<CudaSlice<i32>>,
     retired_f32: Vec<CudaSlice<f32>>,
     retired_i32: Vec<CudaSlice<i32>>,
-    /// 8-bit activations: the codes and row scales `run` quantizes A into.
+    /// 8-bit activations: the codes and scales (per row or per group) `run` quantizes A into.
     act_codes: Option<CudaSlice<u8>>,
     act_scales: Option<CudaSlice<f32>>,
     retired_u8: Vec<CudaSlice<u8>>,
