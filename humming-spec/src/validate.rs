@@ -478,9 +478,17 @@ pub fn check_model(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors) {
             }
         }
         if sp.archs.is_empty() {
+            // The default targets from `need` on, with `need` itself: what to declare instead.
+            let mut fit = vec![need.name()];
+            fit.extend(
+                spec.archs
+                    .iter()
+                    .filter(|x| x.capability() > need.capability())
+                    .map(|x| x.name()),
+            );
             for arch in spec.archs.iter() {
                 if arch.capability() < need.capability() {
-                    errs.push(sp.a, format!("`{a}` activations need {} or newer, but the default targets include {}; set `arch: [..]`", need.name(), arch.name()));
+                    errs.push(sp.a, format!("`{a}` activations need {} or newer, but the default targets include {}; set `arch: [{}]`", need.name(), arch.name(), fit.join(", ")));
                 }
             }
         }

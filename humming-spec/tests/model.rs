@@ -180,6 +180,10 @@ fn validation_rules() {
             "W8A8 FP8 only",
         ),
         (
+            "a: e4m3, b: e4m3, c: bf16, scale: channel(f32)",
+            "set `arch: [sm_89, sm_90a]`",
+        ),
+        (
             "a: e4m3, b: e4m3, c: bf16, scale: block(128, 32, f32), arch: [sm_90a]",
             "a block K extent of 32",
         ),
