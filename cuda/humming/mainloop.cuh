@@ -83,6 +83,8 @@ struct Mainloop {
     return K::Rows::read_row(p, w.rows, r, src) ? __ldg(p.a_scales + static_cast<long long>(src) * p.a_scale_stride + g)
                                                 : 0.0f;
   }
+  // K extent of an activation group (1 where there are none: the group index is then unused).
+  static constexpr int kActGroupK = Q::kActGroup > 0 ? Q::kActGroup : 1;
 
   // Every BK step of the segment into `acc`.
   __device__ __forceinline__ static void run(const GemmParams& p, const Segment& seg, const WarpPlace& w,
@@ -101,7 +103,7 @@ struct Mainloop {
       const u32 unit = st + L::kBOffset + (w.kw * L::kWarpsN + w.unit_n) * L::kUnitBytes;
       const u32 a_tile = st + L::kAOffset + w.kw * L::kASlabBytes;
       // (A warp's 64-deep slice lies in one activation group.)
-      const int group = Q::kActGroup > 0 ? (k0 + w.kw * 64) / (Q::kActGroup > 0 ? Q::kActGroup : 1) : 0;
+      const int group = (k0 + w.kw * 64) / kActGroupK;
       auto row_scale = [&](int r) { return act_group_scale(p, w, r, group); };
       if constexpr (K::kWgmma) {
         WgmmaStep::step(

@@ -33,8 +33,7 @@ struct SyncStage8 {
   // the zero point's term: acc += (part - z * fold) * scale * unit.
   static constexpr bool kFold = W::template folds<Code>();
 
-  // Activation scales per group: the two rows of each n8 tile of this lane (rows 2 (lane % 4) + 0, 1).
-  using RowScales = float[Q::kActGroup > 0 ? kTokTiles : 1][2];
+  using RowScales = typename K::RowScales;
 
   // acc += (part - z * fold) * scale(channel) * kUnit [* scale(row)] for k32 slab j's group (the grid's
   // row of this warp's slice); `in` is a slab of the group (its zero points).
@@ -95,13 +94,7 @@ struct SyncStage8 {
     Part part[kAccN][4];
     Part fold[kFold ? kTokTiles : 1][4];
     RowScales rs;  // loaded first: their latency hides behind the slice's mmas
-    if constexpr (Q::kActGroup > 0) {
-#pragma unroll
-      for (int tt = 0; tt < kTokTiles; ++tt) {
-        rs[tt][0] = row_scale(w.wm * Tl::WM + 8 * tt + 2 * (w.lane & 3));
-        rs[tt][1] = row_scale(w.wm * Tl::WM + 8 * tt + 2 * (w.lane & 3) + 1);
-      }
-    }
+    load_row_scales<K>(rs, w, row_scale);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       typename W::Slab lo, hi;

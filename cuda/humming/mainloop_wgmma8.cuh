@@ -31,8 +31,7 @@ struct WgmmaStage8 {
   static_assert(!Code::kInt, "wgmma with 8-bit activations: float codes");
   static_assert(!Q::kScaleOnB || Q::kGroup >= 64, "groups of at least one warpgroup slice");
 
-  // Activation scales per group: rows 8 c + 2 (lane % 4) + 0, 1 of the tile, c < BM / 8.
-  using RowScales = float[Q::kActGroup > 0 ? kAccN / kMt : 1][2];
+  using RowScales = typename K::RowScales;  // rs[c]: rows 8 c + 2 (lane % 4) + 0, 1 (warp M = BM)
 
   // acc += part * scale(channel) * kUnit [* scale(row)]; `sw` the scale words of the slice's group.
   __device__ __forceinline__ static void promote(typename K::Acc& acc, const float (&part)[kAccN][4],
@@ -79,13 +78,7 @@ struct WgmmaStage8 {
                                               LoadSlab&& load_slab, Committed&& committed, RowScale&& row_scale,
                                               Carry& carry) {
     RowScales rs;  // loaded first: their latency hides behind the slice's wgmmas
-    if constexpr (Q::kActGroup > 0) {
-#pragma unroll
-      for (int c = 0; c < kAccN / kMt; ++c) {
-        rs[c][0] = row_scale(8 * c + 2 * (w.lane & 3));
-        rs[c][1] = row_scale(8 * c + 2 * (w.lane & 3) + 1);
-      }
-    }
+    load_row_scales<K>(rs, w, row_scale);
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       typename W::Slab lo, hi;

@@ -117,6 +117,9 @@ struct KernelTraits {
   static_assert(Act::kMma16 || kSwapAB, "8-bit activations on the 8-bit mma: swap-AB tiles");
 
   using Acc = float[kMTiles][kAccN][4];
+  // Activation scales per group (Q::kActGroup, swap-AB tiles): this lane's rows of each n8 tile of rows,
+  // 8 tt + 2 (lane % 4) + 0, 1 of the warp tile (load_row_scales).
+  using RowScales = float[Q::kActGroup > 0 ? kTokTiles : 1][2];
 
   // Swapped accumulators acc[0][i][j] (i = tt * kMt + mt): row (of A and C) 8 tt + 2 (lane % 4) + j % 2
   // of the warp tile, channel (2 mt + j / 2) * 8 + lane / 4 of the warp's WN.
@@ -161,5 +164,17 @@ struct WarpPlace {
   int unit_part;  // and its half (warp N = 32) or quarter (16) of it
   bool n_valid;   // its channels start below N
 };
+
+// K::RowScales of this lane from row_scale(tile row); nothing without activation groups.
+template <class K, class RowScale>
+__device__ __forceinline__ void load_row_scales(typename K::RowScales& rs, const WarpPlace& w, RowScale&& row_scale) {
+  if constexpr (K::Q::kActGroup > 0) {
+#pragma unroll
+    for (int tt = 0; tt < K::kTokTiles; ++tt) {
+      rs[tt][0] = row_scale(w.wm * K::Tl::WM + 8 * tt + 2 * (w.lane & 3));
+      rs[tt][1] = row_scale(w.wm * K::Tl::WM + 8 * tt + 2 * (w.lane & 3) + 1);
+    }
+  }
+}
 
 }  // namespace humming

@@ -98,11 +98,6 @@ fn scale_layout(m: usize, k: usize, granularity: ActScale) -> Result<(usize, i32
     }
 }
 
-/// Elements between the scales of consecutive rows: 1, or the groups of a row.
-pub(super) fn scale_stride(k: usize, granularity: ActScale) -> usize {
-    granularity.scales_per_row(k)
-}
-
 impl<A: Element, C: Element> Gemm<A, C> {
     fn quant_function(&self) -> Result<&cudarc::driver::CudaFunction> {
         self.quant.as_ref().ok_or_else(|| {
@@ -224,7 +219,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             q_ptr,
             s_ptr,
         )?;
-        Ok((q_ptr, s_ptr, scale_stride(k, granularity)))
+        Ok((q_ptr, s_ptr, granularity.scales_per_row(k)))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -417,7 +412,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             lda: a.k,
             bytes: 1,
             scales: s_ptr,
-            scale_stride: scale_stride(a.k, a.granularity),
+            scale_stride: a.granularity.scales_per_row(a.k),
         };
         self.launch_dense(&a_in, a.m, w, bias_ptr, c_ptr, ldc)
     }

@@ -629,7 +629,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 )
             })?;
             let rows = max_m.max(1);
-            let stride = super::act8::scale_stride(k, ActScale::of_kernel(&g.spec));
+            let stride = ActScale::of_kernel(&g.spec).scales_per_row(k);
             ws.grow_activations(&g.stream, rows * k, rows * stride)?;
         }
         Ok(())
