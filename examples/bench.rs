@@ -124,7 +124,7 @@ use common::bench_report::{
 };
 use common::device::{cublas, cublas_gemm, upload_copies};
 use common::host::{quantize_parallel, random_matrix, threads, to_elements};
-use common::lt_fp8::LtFp8;
+use common::lt_fp8;
 use common::timing::{Res, copy_bandwidth, replay};
 
 /// The kernels `--kernels` can pick.
@@ -587,8 +587,16 @@ where
     // rotating weight copies as cuBLAS f16 (the codes' values do not change its time).
     let fp8 = gemm.spec().a.is_float() && is_8bit_activation(gemm.spec().a);
     let cublaslt_fp8 = if fp8 {
-        match time_lt_fp8(env, (m, n, k), case.w_fp.len().max(2)) {
-            Ok(t) => t,
+        let copies = case.w_fp.len().max(2);
+        match lt_fp8::time(stream, (m, n, k), copies, env.args.reps, env.args.trials) {
+            Ok(t) => t.map(|t| {
+                let t = Stats::new(t, copies);
+                println!(
+                    "    {n}x{k} M={m}: cuBLASLt FP8 (M padded to a multiple of 16) {:.2} us",
+                    t.median_us
+                );
+                t
+            }),
             Err(e) => {
                 eprintln!("warning: cuBLASLt FP8 {n}x{k} M={m}: {e}");
                 None
@@ -637,34 +645,6 @@ where
         cublas,
         cublaslt_fp8,
     })
-}
-
-/// cuBLASLt FP8 on e4m3 codes of `m x n x k` (M padded to 16, [`LtFp8::rows`]), over `copies`
-/// rotating weight copies; `None` where cuBLASLt is missing or has no algorithm.
-fn time_lt_fp8(env: &Env, (m, n, k): (usize, usize, usize), copies: usize) -> Res<Option<Stats>> {
-    let stream = &env.stream;
-    let Some(lt) = LtFp8::new(stream, (m, n, k))? else {
-        return Ok(None);
-    };
-    let rows = lt.rows();
-    // Finite codes of both signs, magnitudes below 2 (no NaN pattern).
-    let code = |i: usize| ((i.wrapping_mul(2_654_435_761) >> 7) as u8 & 0x3F) | (i as u8 & 0x80);
-    let w8: Vec<u8> = (0..n * k).map(code).collect();
-    let a8: Vec<u8> = (0..rows * k).map(|i| code(i + 1)).collect();
-    let w8 = (0..copies)
-        .map(|_| stream.clone_htod(&w8))
-        .collect::<Result<Vec<_>, _>>()?;
-    let a8 = stream.clone_htod(&a8)?;
-    let mut c8 = stream.alloc_zeros::<f16>(rows * n)?;
-    // Once outside the timed CUDA graph, so that a refusal shows here rather than inside a capture.
-    lt.run(&w8[0], &a8, &mut c8)?;
-    stream.synchronize()?;
-    let t = time_launches(env, copies, |i| lt.run(&w8[i], &a8, &mut c8))?;
-    println!(
-        "    {n}x{k} M={m}: cuBLASLt FP8 (M padded to {rows}) {:.2} us",
-        t.median_us
-    );
-    Ok(Some(t))
 }
 
 /// All (M) cases of one kernel on one shape.

@@ -4,7 +4,7 @@
 //! form cuBLASLt's FP8 kernels take. Its FP8 kernels need every dimension a multiple of 16, so M is
 //! padded up to one ([`LtFp8::rows`]), as `torch._scaled_mm` callers pad.
 
-use super::timing::Res;
+use super::timing::{Res, Trials, replay};
 use cudarc::cublaslt::{result as lt, sys};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::f16;
@@ -173,4 +173,35 @@ impl Drop for LtFp8 {
             let _ = lt::destroy_handle(self.handle);
         }
     }
+}
+
+/// cuBLASLt FP8 on e4m3 codes of `m x n x k` (M padded to 16) replayed over `copies` rotating weight
+/// copies ([`replay`]); `None` where cuBLASLt is missing or has no algorithm.
+pub fn time(
+    stream: &Arc<CudaStream>,
+    (m, n, k): (usize, usize, usize),
+    copies: usize,
+    reps: usize,
+    trials: usize,
+) -> Res<Option<Trials>> {
+    let Some(lt) = LtFp8::new(stream, (m, n, k))? else {
+        return Ok(None);
+    };
+    let rows = lt.rows();
+    // Finite codes of both signs, magnitudes below 2 (no NaN pattern).
+    let code = |i: usize| ((i.wrapping_mul(2_654_435_761) >> 7) as u8 & 0x3F) | (i as u8 & 0x80);
+    let w8: Vec<u8> = (0..n * k).map(code).collect();
+    let a8: Vec<u8> = (0..rows * k).map(|i| code(i + 1)).collect();
+    let w8 = (0..copies)
+        .map(|_| stream.clone_htod(&w8))
+        .collect::<Result<Vec<_>, _>>()?;
+    let a8 = stream.clone_htod(&a8)?;
+    let mut c8 = stream.alloc_zeros::<f16>(rows * n)?;
+    // Once outside the timed CUDA graph, so that a refusal shows here rather than inside a capture.
+    lt.run(&w8[0], &a8, &mut c8)?;
+    stream.synchronize()?;
+    let t = replay(stream, reps, copies, trials, |i| {
+        lt.run(&w8[i], &a8, &mut c8)
+    })?;
+    Ok(Some(t))
 }
