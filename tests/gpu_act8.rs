@@ -354,6 +354,37 @@ fn gpu_act8_quantize_i8() {
     quantize_suite::<f16, S8I4Ch>("gpu_act8_quantize_i8");
 }
 
+/// `quantize_activations(how)` on the GPU, then `run_quantized` into a poisoned C: C read back, every
+/// element written, and the CPU quantization of the same A (the reference's codes).
+#[allow(clippy::too_many_arguments)]
+fn run_quantized_case<T: Element>(
+    s: &Stream,
+    gemm: &Gemm<T, T>,
+    dw: &humming::cuda::DeviceWeights,
+    a_host: &[T],
+    m: usize,
+    k: usize,
+    how: ActScale,
+    name: &str,
+) -> (Vec<f64>, humming::act_quant::QuantizedActivations) {
+    let n = dw.n();
+    let a = s.clone_htod(a_host).expect("A");
+    let qa = gemm
+        .quantize_activations(&a, m, k, k, how)
+        .expect("quantize");
+    let mut c = s.clone_htod(&vec![T::from_bits(POISON); m * n]).expect("C");
+    gemm.run_quantized(&qa, dw, None, &mut c).expect("run");
+    let got: Vec<f64> = s
+        .clone_dtoh(&c)
+        .expect("C")
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
+    assert!(got.iter().all(|v| v.is_finite()), "{name}: C not written");
+    let cpu = quantize_activations(&to_f32(a_host), m, k, gemm.spec().a, how).expect("q");
+    (got, cpu)
+}
+
 #[test]
 fn gpu_act8_static_scale() {
     let name = "gpu_act8_static_scale";
@@ -367,24 +398,9 @@ fn gpu_act8_static_scale() {
             .expect("quantize");
     let dw = gemm.upload(&w).expect("upload");
     let a_host = random_a::<f16>(&mut rng, m, k);
-    let a = s.clone_htod(&a_host).expect("A");
     // 1/256: values above 448/256 = 1.75 saturate (the outlier of row 1).
     let how = ActScale::Tensor(1.0 / 256.0);
-    let qa = gemm
-        .quantize_activations(&a, m, k, k, how)
-        .expect("quantize");
-    let mut c = s
-        .clone_htod(&vec![f16::from_bits(POISON); m * n])
-        .expect("C");
-    gemm.run_quantized(&qa, &dw, None, &mut c).expect("run");
-    let got: Vec<f64> = s
-        .clone_dtoh(&c)
-        .expect("C")
-        .iter()
-        .map(|v| v.to_f64())
-        .collect();
-    assert!(got.iter().all(|v| v.is_finite()), "{name}: C not written");
-    let cpu = quantize_activations(&to_f32(&a_host), m, k, E4I4G128::DESCRIPTOR.a, how).expect("q");
+    let (got, cpu) = run_quantized_case(&s, &gemm, &dw, &a_host, m, k, how, name);
     assert!(cpu.codes.contains(&0x7E), "{name}: no code saturated");
     let want = reference::reference_gemm(&w, &cpu.dequantize(), m, None).expect("ref");
     let err = reference::relative_error(&got, &want);
@@ -437,18 +453,7 @@ fn gpu_act8_block_run_quantized() {
         );
     }
     let how = ActScale::PerGroup(128);
-    let qa = gemm.quantize_activations(&a, m, k, k, how).expect("q");
-    let mut c = s.clone_htod(&poison).expect("C");
-    gemm.run_quantized(&qa, &dw, None, &mut c).expect("run");
-    let got: Vec<f64> = s
-        .clone_dtoh(&c)
-        .expect("C")
-        .iter()
-        .map(|v| v.to_f64())
-        .collect();
-    assert!(got.iter().all(|v| v.is_finite()), "{name}: C not written");
-    let cpu =
-        quantize_activations(&to_f32(&a_host), m, k, E4E4Block::DESCRIPTOR.a, how).expect("q");
+    let (got, cpu) = run_quantized_case(&s, &gemm, &dw, &a_host, m, k, how, name);
     let want = reference::reference_gemm(&w, &cpu.dequantize(), m, None).expect("ref");
     let err = reference::relative_error(&got, &want);
     assert!(err <= 8e-3, "{name}: relative error {err:.3e} (seed {sd})");
@@ -458,6 +463,7 @@ fn gpu_act8_block_run_quantized() {
     let wc = QuantizedWeights::quantize(&E4E4Ch::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
         .expect("quantize");
     let dwc = ch.upload(&wc).expect("upload");
+    let mut c = s.clone_htod(&poison).expect("C");
     assert!(matches!(
         ch.run_quantized(&qg, &dwc, None, &mut c),
         Err(humming::Error::InvalidArgument { .. })
