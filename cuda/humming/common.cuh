@@ -59,7 +59,8 @@ enum class EpilogueKind : int { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGel
 
 // Everything about the number formats of one kernel.
 template <class T_, int kBits_, bool kSigned_, ZeroPointKind kZp_, int kGroup_, bool kScaleOnB_,
-          bool kChannelScale_, bool kBias_, EpilogueKind kEpilogue_, int kABytes_ = 2, int kActGroup_ = 0>
+          bool kChannelScale_, bool kBias_, EpilogueKind kEpilogue_, int kABytes_ = 2, int kActGroup_ = 0,
+          int kBlockN_ = 0>
 struct QuantConfig {
   using T = T_;  // C's element type, and that of the scale grid on B (A's too, for 16-bit activations)
   static constexpr int kABytes = kABytes_;  // bytes of one element of A: 2, or 1 for 8-bit codes
@@ -74,6 +75,9 @@ struct QuantConfig {
   // K extent of a group of activation scales (8-bit A, GemmParams::a_scales): each group's partial sums
   // are promoted times its row scales; 0: one scale per row, applied in the epilogue.
   static constexpr int kActGroup = kActGroup_;
+  // N extent of a weight block scale (block scales; 0 otherwise): the persistent kernel reads the exact
+  // f32 block scales, one per block (humming_spec::layout::WeightLayout::KMajor).
+  static constexpr int kBlockN = kBlockN_;
   static_assert(kBits >= 1 && kBits <= 8, "weight width must be 1..8 bits");
   static_assert(kGroup == 0 || (kGroup >= kMmaKBits / (8 * kABytes_) && (kGroup & (kGroup - 1)) == 0),
                 "a group is a power of two of at least one mma K step (humming_spec::layout::check_group_size)");

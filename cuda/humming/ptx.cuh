@@ -144,6 +144,68 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const void* map, int c0, in
       : "memory");
 #endif
 }
+// TMA store: copies shared `src` (the box's layout, written by ordinary stores and made visible to the
+// async proxy with fence_proxy_async_shared) to the box at (c0, c1) of the 2-D tensor map `map`; what
+// lies outside the tensor is not written. Completion is tracked per bulk group of this thread:
+// bulk_commit() closes a group, bulk_wait_read<N>() waits until at most N groups still read shared
+// memory (their sources may then be overwritten), bulk_wait<N>() until at most N are incomplete.
+__device__ __forceinline__ void tma_store_2d(const void* map, int c0, int c1, u32 src) {
+#if HUMMING_HAS_BULK
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0),
+               "r"(c1), "r"(src)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if HUMMING_HAS_BULK
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+#if HUMMING_HAS_BULK
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+#if HUMMING_HAS_BULK
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Brings the tensor map at generic address `map` (a kernel parameter) into the TMA unit's cache.
+__device__ __forceinline__ void prefetch_tensormap(const void* map) {
+#if HUMMING_HAS_BULK
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+#endif
+}
+// Stores four (two) 8 x 8 matrices of 16-bit values transposed (sm_90 stmatrix): this lane's register j
+// holds row lane / 4, columns 2 (lane % 4) + {0, 1} of matrix j; lane 8 j + i gives the shared address
+// of row i of stored matrix j, which is column i of matrix j (16 contiguous bytes).
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
+#if HUMMING_HAS_BULK
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void stmatrix_x2_trans(u32 addr, u32 r0, u32 r1) {
+#if HUMMING_HAS_BULK
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1)
+               : "memory");
+#endif
+}
+// A barrier of the `threads` threads (whole warps) that name barrier `id` (1..15; 0 is __syncthreads).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory"); }
+__device__ __forceinline__ float2 lds_f2(u32 a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a));
+  return v;
+}
+
 // Copies `bytes` from global `src` to shared `dst`; completion is counted on the mbarrier `bar`.
 __device__ __forceinline__ void bulk_copy_g2s(u32 dst, const void* src, u32 bytes, u32 bar) {
 #if HUMMING_HAS_BULK
@@ -248,6 +310,19 @@ __device__ __forceinline__ void red_add_u32(int* addr, u32 v) {
 }
 __device__ __forceinline__ void red_add_f16x2(void* addr, u32 v) {
   asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
+
+// 4-byte global->shared copy (zero-filled when `pred` is false; `gmem` must still be a valid address), and
+// an arrival on the mbarrier at `bar` once this thread's earlier cp.async copies have landed, counted among
+// the arrivals the barrier was initialised with (PTX "cp.async.mbarrier.arrive.noinc").
+__device__ __forceinline__ void cp_async4(u32 smem, const void* gmem, bool pred) {
+  const int n = pred ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_mbar_arrive(u32 bar) {
+#if HUMMING_HAS_BULK
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

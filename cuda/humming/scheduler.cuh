@@ -8,6 +8,9 @@
 //   launch, tile-major, are cut into gridDim.x = G equal ranges, one per CTA; a CTA walks the pieces of
 //   tiles its range covers in order. The CTAs that share a tile are its K splits in K order (split j =
 //   the j-th CTA whose range meets it), so the split-K tails sum them exactly as uniform splits.
+// - Persistent (PersistentTiles, the persistent kernel of persistent.cuh): about one CTA per SM walks
+//   output tiles blockIdx.x, blockIdx.x + gridDim.x, ... in a raster order that keeps the tiles running
+//   at once on few weight tiles and few row tiles, so that both stay in L2.
 #pragma once
 #include "common.cuh"
 
@@ -72,6 +75,40 @@ struct TileScheduler {
       segment(s);
       ring += s.it_end - s.it_begin;
     } while (b < e);
+  }
+};
+
+// The work of a persistent launch: output tiles of BM rows x BN channels, each cut into `splits` K
+// ranges (GemmParams::splits; 1 but for launches of fewer tiles than SMs), unit u = split u % splits of
+// tile u / splits, so that a tile's splits run at once on neighbouring CTAs. Tiles go in raster order:
+// bands of `raster` row tiles (GemmParams::raster), each walked row tile fastest, then the next weight
+// tile, so that the tiles running at once share about gridDim.x / raster weight tiles and raster row
+// tiles, which stay in L2.
+template <int BM, int BN, int BK>
+struct PersistentTiles {
+  int tiles_m, tiles_n, tiles, splits, units, steps, raster;
+
+  __device__ __forceinline__ explicit PersistentTiles(const GemmParams& p)
+      : tiles_m((p.m + BM - 1) / BM), tiles_n((p.n + BN - 1) / BN), tiles(tiles_m * tiles_n),
+        splits(p.splits > 1 ? p.splits : 1), units(tiles * splits), steps((p.k + BK - 1) / BK),
+        raster(p.raster > 0 ? p.raster : 1) {}
+
+  struct Unit {
+    int tile, tile_m, tile_n, split, kb0, kb1;  // BK steps kb0 .. kb1 of output tile `tile`
+  };
+
+  __device__ __forceinline__ Unit unit(int u) const {
+    Unit w;
+    w.tile = u / splits;
+    w.split = u - w.tile * splits;
+    w.kb0 = static_cast<int>(static_cast<long long>(steps) * w.split / splits);
+    w.kb1 = static_cast<int>(static_cast<long long>(steps) * (w.split + 1) / splits);
+    const int band = w.tile / (raster * tiles_n);
+    const int in_band = w.tile - band * raster * tiles_n;
+    const int rows = min(raster, tiles_m - band * raster);  // row tiles of this band (the last may have fewer)
+    w.tile_m = band * raster + in_band % rows;
+    w.tile_n = in_band / rows;
+    return w;
   }
 };
 

@@ -74,6 +74,12 @@ params_struct! {
         /// stride lda * 2 bytes, box {64, block M}, 128-byte swizzle, zero fill outside); zero for
         /// other tiles.
         a_map: [u64; 16] => "TmaMap",
+        /// Persistent (`wgmma_ss`) tiles: the K-major weight codes as a `CUtensorMap` (2-D, bytes,
+        /// dims {K, N}, row stride K, box {128, block N}, 128-byte swizzle); zero for other tiles.
+        b_map: [u64; 16] => "TmaMap",
+        /// Persistent tiles with `FLAG_TMA_STORE_C`: C as a `CUtensorMap` (2-D, 16-bit elements, dims
+        /// {N, M}, row stride ldc * 2 bytes, box {64, min(64, block M)}, 128-byte swizzle); zero otherwise.
+        c_map: [u64; 16] => "TmaMap",
         /// A `[M, lda]`, row-major, 16-byte aligned, lda a multiple of 8.
         a: u64 => "const void*",
         /// The packed weights (dequant.cuh describes the layout).
@@ -141,6 +147,9 @@ params_struct! {
         a_scales: u64 => "const float*",
         /// Elements between the scales of consecutive rows of A (see `a_scales`).
         a_scale_stride: i32 => "int",
+        /// Persistent tiles: row tiles per band of the tile raster (`PersistentTiles` in
+        /// `scheduler.cuh`); 0 for other tiles.
+        raster: i32 => "int",
     }
 }
 
@@ -235,6 +244,9 @@ constants! {
     /// Flag, with `FLAG_ATOMIC_C`: split 0 does not claim the zeroing of C at its start, so the first
     /// split to end claims it: the path a launch takes when split 0's CTA starts late (for tests).
     FLAG_ATOMIC_NO_START_CLAIM: i32 = 16 => "kFlagAtomicNoStartClaim";
+    /// Flag, persistent tiles: C is written by TMA stores through `c_map` (else by plain stores, where C's
+    /// row stride or address does not allow a tensor map).
+    FLAG_TMA_STORE_C: i32 = 32 => "kFlagTmaStoreC";
     /// Most K splits of one output tile that reduce in a thread-block cluster (the portable cluster
     /// size of sm_90).
     MAX_CLUSTER_SPLITS: u32 = 8 => "kMaxClusterSplits";
@@ -242,6 +254,10 @@ constants! {
     PRODUCER_THREADS: u32 = 128 => "kProducerThreads";
     /// Registers per thread a producer warpgroup keeps after `setmaxnreg.dec`.
     PRODUCER_REGISTERS: u32 = 24 => "kProducerRegs";
+    /// Registers per thread the producer warpgroup of a persistent (`wgmma_ss`) tile keeps after
+    /// `setmaxnreg.dec` (one of its warps stages block scales); the two consumer warpgroups take the
+    /// rest of the SM's 65536.
+    PERSISTENT_PRODUCER_REGISTERS: u32 = 40 => "kPersistentProducerRegs";
     /// Alignment of the stages of a `wgmma` tile, in bytes: the 128-byte swizzle of the A tile is a
     /// function of address bits 4-9, so every A tile starts on this boundary.
     WGMMA_STAGE_ALIGN: u32 = 1024 => "kStageAlign";
@@ -269,7 +285,7 @@ pub const fn route_smem_bytes(experts: u32) -> u32 {
 /// The most stages a tile may have: each takes 16 bytes of the static shared memory (two mbarriers).
 pub const MAX_STAGES: u32 = (STATIC_SMEM_BYTES - 16) / 16;
 
-const _: () = assert!(std::mem::size_of::<GemmParams>() == 320);
+const _: () = assert!(std::mem::size_of::<GemmParams>() == 576);
 const _: () = assert!(std::mem::align_of::<GemmParams>() == 64);
 
 /// The text of `humming/abi.cuh`: the constants and the parameter struct of this module, with
@@ -348,13 +364,17 @@ mod tests {
     #[test]
     fn fields_are_contiguous_and_documented() {
         let f = GemmParams::FIELDS;
-        assert_eq!(f[0].name, "a_map");
-        assert_eq!(f[1].offset, 128);
+        // Three tensor maps of 128 bytes first (A, B, C).
+        assert_eq!(
+            (f[0].name, f[1].name, f[2].name),
+            ("a_map", "b_map", "c_map")
+        );
+        assert_eq!((f[1].offset, f[3].offset), (128, 384));
         let flags = f.iter().find(|f| f.name == "flags").unwrap();
-        assert_eq!(flags.offset, 128 + 9 * 8 + 6 * 4);
+        assert_eq!(flags.offset, 384 + 9 * 8 + 6 * 4);
         assert_eq!(
             f.last().unwrap().offset,
-            128 + 9 * 8 + 8 * 4 + 6 * 8 + 8 + 8
+            384 + 9 * 8 + 8 * 4 + 6 * 8 + 8 + 8 + 4
         );
         assert!(f.iter().all(|f| !f.doc.is_empty()));
     }

@@ -1,0 +1,462 @@
+// humming: the persistent, warp-specialized Hopper kernel (sm_90a) for 8-bit codes on both operands
+// (W8A8 FP8 with channel, tensor or block scales). A grid of about one CTA per SM walks the launch's
+// output tiles (PersistentTiles, scheduler.cuh); each CTA is three warpgroups:
+//
+// - the producer (warpgroup 0, its registers handed to the others with setmaxnreg): one thread issues
+//   the TMA boxes of every stage (the weight tile and the row tile, both K-major with the 128-byte
+//   swizzle) into a ring of STAGES buffers, each with a "full" and an "empty" mbarrier; with block
+//   scales a second warp stages each step's activation group scales and weight block scales into the
+//   same buffer;
+// - two consumer warpgroups ("cooperative": both on one tile, each on WN of its BN channels): per BK
+//   step of 128 codes, four k32 steps of SS wgmma, the weights as the m64 operand (swap AB: C^T tiles)
+//   and the tile's rows as the N operand; a stage is released once the wgmmas that read it are done.
+//   Channel and tensor scales: every K step into the f32 accumulators, the scales in the epilogue.
+//   Block scales: each step's sums go to a second set and are promoted into the accumulators times the
+//   block scale and each row's group scale.
+//
+// The epilogue (PersistentEpilogue) writes each warpgroup's C^T tile transposed into shared memory
+// (stmatrix) in 64 x 64 boxes and stores them by TMA, two boxes in flight per warpgroup, so that the
+// stores overlap the next tile's main loop.
+#pragma once
+#include "epilogue.cuh"
+#include "wgmma_ss.cuh"
+
+namespace humming {
+
+// One tile configuration of the persistent kernel: BM rows of C (tokens; the wgmma N), BN channels, WN
+// of them per consumer warpgroup (BN / 2, a multiple of 64), STAGES buffers of BK = 128 codes.
+template <int BM_, int BN_, int WN_, int STAGES_>
+struct PersistentTile {
+  static constexpr int BM = BM_, BN = BN_, WN = WN_, STAGES = STAGES_;
+  static constexpr int BK = 128;  // one 128-byte swizzle row of codes
+  static constexpr int kConsumers = BN / WN;
+  // Registers per thread after setmaxnreg: the producer warpgroup keeps kProducerRegs, the consumers
+  // take the rest of the 65536 (1 CTA of 384 threads per SM; humming_spec::resources::consumer_registers).
+  static constexpr int kProducerRegs = kPersistentProducerRegs;
+  static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8;
+  static_assert(kConsumers == 2 && WN % 64 == 0 && WN <= 128, "two consumer warpgroups of 64 or 128 channels");
+  static_assert(BM == 8 || BM == 16 || BM == 32 || BM == 64 || BM == 128 || BM == 192 || BM == 256,
+                "block M is a wgmma N of wgmma_ss.cuh (humming_spec::tiles::PERSISTENT_BLOCK_M)");
+  static_assert(STAGES >= 2 && STAGES <= 16, "2 to 16 stages");
+};
+
+template <class Q, class Tl, class Code>
+struct Persistent {
+  using T = typename Q::T;
+  using H = Half2<T>;
+  using Acc = typename Pick<Code::kInt, int, float>::type;
+  static constexpr int BM = Tl::BM, BN = Tl::BN, WN = Tl::WN, BK = Tl::BK, STAGES = Tl::STAGES;
+  static constexpr int kMi = WN / 64;  // m64 weight blocks per consumer warpgroup
+  static constexpr int kNc = BM / 8;   // n8 chunks of rows
+  // Block scales: each BK step's sums are promoted times the weight block's scale and the rows' group
+  // scales (the activation groups are one BK step: humming_spec::layout::act_scale_group).
+  static constexpr bool kPromote = Q::kActGroup > 0;
+  static_assert(!kPromote || (Q::kActGroup == BK && !Code::kInt), "promotion per 128-code step of float codes");
+  static constexpr int kThreads = 128 * (1 + Tl::kConsumers);
+  static constexpr int kConsumerThreads = 128 * Tl::kConsumers;
+
+  // Shared memory: STAGES x [weights BN x 128 | rows BM x 128] (1024-byte aligned: the swizzle), the C
+  // boxes, STAGES x the block scales of a step, the mbarriers.
+  static constexpr int kBBytes = BN * BK;
+  static constexpr int kABytes = BM * BK;
+  static constexpr int kStageBytes = kBBytes + kABytes;
+  static constexpr int kScaleFloats = kPromote ? BM + Tl::kConsumers : 0;  // row scales, then a block scale per warpgroup
+  static constexpr int kScaleBytes = (4 * kScaleFloats + 15) / 16 * 16;
+  static constexpr int kCRows = BM < 64 ? BM : 64;  // rows of one C box (64 channels = 128 bytes each)
+  static constexpr int kCBoxBytes = kCRows * 128;
+  static constexpr int kCBoxes = 2;  // per consumer warpgroup, in flight
+  static constexpr int kCBytes = Tl::kConsumers * kCBoxes * kCBoxBytes;
+  static constexpr int kSmemBytes = 1024 + STAGES * (kStageBytes + kScaleBytes) + kCBytes + 16 * STAGES + 16;
+  static constexpr int kLaunchThreads = kThreads;
+  static_assert(kStageBytes % 1024 == 0 && kCBoxBytes % 1024 == 0, "tiles keep the 128-byte swizzle's 1024-byte alignment");
+  static_assert(kSmemBytes <= 232448, "beyond the 227 KiB of shared memory a CTA may use");
+
+  struct Smem {
+    u32 stages, cbox, scale_ring, full, empty, flag;  // flag: the split-K reduction's "last split"
+    __device__ __forceinline__ Smem() {
+      extern __shared__ __align__(128) char smem[];
+      stages = (smem_addr(smem) + 1023u) & ~1023u;
+      cbox = stages + STAGES * kStageBytes;
+      scale_ring = cbox + kCBytes;
+      full = scale_ring + STAGES * kScaleBytes;
+      empty = full + 8 * STAGES;
+      flag = empty + 8 * STAGES;
+    }
+    __device__ __forceinline__ u32 b(int s) const { return stages + s * kStageBytes; }
+    __device__ __forceinline__ u32 a(int s) const { return b(s) + kBBytes; }
+    __device__ __forceinline__ u32 scales(int s) const { return scale_ring + s * kScaleBytes; }
+  };
+
+  // The position in the stage ring, walked the same way by the producer and the consumers.
+  struct Ring {
+    int stage = 0;
+    u32 phase = 0;
+    __device__ __forceinline__ void next() {
+      if (++stage == STAGES) {
+        stage = 0;
+        phase ^= 1u;
+      }
+    }
+  };
+
+  __device__ __forceinline__ static void run(const GemmParams& p) {
+    const Smem sm;
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        mbar_init(sm.full + 8 * s, 1 + (kPromote ? 32 : 0));
+        mbar_init(sm.empty + 8 * s, kConsumerThreads / 32);
+      }
+      mbar_fence_init();
+      prefetch_tensormap(&p.a_map);
+      prefetch_tensormap(&p.b_map);
+    }
+    __syncthreads();
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+      setmaxnreg_dec<Tl::kProducerRegs>();
+      const int warp = threadIdx.x / 32;
+      if (threadIdx.x == 0) produce(p, sm);
+      if (kPromote && warp == 1) stage_scales(p, sm, threadIdx.x & 31);
+      return;
+    }
+    setmaxnreg_inc<Tl::kConsumerRegs>();
+    consume(p, sm, wg - 1);
+  }
+
+  using Tiles = PersistentTiles<BM, BN, BK>;
+  using Unit = typename Tiles::Unit;
+
+  // Calls f(unit, kb) for every BK step of this CTA's units in order, while f returns true.
+  template <class F>
+  __device__ __forceinline__ static void for_each_step(const Tiles& tiles, F&& f) {
+    for (int u = blockIdx.x; u < tiles.units; u += gridDim.x) {
+      const Unit w = tiles.unit(u);
+      for (int kb = w.kb0; kb < w.kb1; ++kb)
+        if (!f(w, kb)) return;
+    }
+  }
+
+  // The producer thread: every stage's two TMA boxes. The first ring's weights go out before
+  // griddepcontrol.wait (no kernel writes them), their rows after it.
+  __device__ __forceinline__ static void produce(const GemmParams& p, const Smem& sm) {
+    const Tiles tiles(p);
+    Ring r;
+    int early = 0;  // steps of the first ring whose weights went out before the wait
+    bool waited = false;
+    auto rows = [&](int stage, const Unit& w, int kb) {
+      tma_load_2d(sm.a(stage), &p.a_map, kb * BK, w.tile_m * BM, sm.full + 8 * stage);
+    };
+    auto wait_previous = [&]() {
+      grid_dependency_wait();
+      waited = true;
+      int s = 0;
+      for_each_step(tiles, [&](const Unit& w, int kb) {
+        if (s == early) return false;
+        rows(s++, w, kb);
+        return true;
+      });
+    };
+    for_each_step(tiles, [&](const Unit& w, int kb) {
+      mbar_wait(sm.empty + 8 * r.stage, r.phase ^ 1u);
+      const u32 full = sm.full + 8 * r.stage;
+      mbar_arrive_expect_tx(full, kBBytes + kABytes);
+      tma_load_2d(sm.b(r.stage), &p.b_map, kb * BK, w.tile_n * BN, full);
+      if (!waited && early < STAGES - 1) {
+        ++early;  // its row box once the previous kernel is done
+      } else {
+        if (!waited) wait_previous();
+        rows(r.stage, w, kb);
+      }
+      r.next();
+      return true;
+    });
+    if (!waited) wait_previous();
+  }
+
+  // Block scales, one warp of the producer warpgroup: per stage the BM rows' scales of the step's
+  // activation group (0 past M) and each consumer warpgroup's weight block scale, by cp.async; every
+  // lane arrives on the stage's "full" mbarrier once its copies have landed, so the warp runs ahead of
+  // the consumers by up to STAGES steps without waiting for its loads.
+  __device__ __forceinline__ static void stage_scales(const GemmParams& p, const Smem& sm, int lane) {
+    const Tiles tiles(p);
+    const int block_cols = (p.n + Q::kBlockN - 1) / Q::kBlockN;  // weight blocks along N
+    const float* bs = static_cast<const float*>(p.scales);
+    grid_dependency_wait();  // the row scales come from the previous kernel (the input quantization)
+    Ring r;
+    for_each_step(tiles, [&](const Unit& w, int kb) {
+      const int m0 = w.tile_m * BM;
+      const float* rows = p.a_scales + static_cast<long long>(m0) * p.a_scale_stride + kb;
+      mbar_wait(sm.empty + 8 * r.stage, r.phase ^ 1u);
+      const u32 at = sm.scales(r.stage);
+#pragma unroll
+      for (int i = lane; i < BM; i += 32) {
+        const bool in = m0 + i < p.m;
+        cp_async4(at + 4 * i, in ? rows + static_cast<long long>(i) * p.a_scale_stride : p.a_scales, in);
+      }
+      if (lane < Tl::kConsumers) {
+        const int col = w.tile_n * BN + lane * WN;
+        cp_async4(at + 4 * (BM + lane), col < p.n ? bs + static_cast<long long>(kb) * block_cols + col / Q::kBlockN : bs,
+                  col < p.n);
+      }
+      cp_async_mbar_arrive(sm.full + 8 * r.stage);
+      r.next();
+      return true;
+    });
+    cp_async_wait<0>();
+  }
+
+  // A consumer warpgroup (`cw` = 0, 1): channels cw * WN .. + WN of every unit of this CTA. A unit that
+  // is one of several K splits of its tile hands its sums to the split-K reduction, and only the last
+  // split to finish writes C.
+  __device__ __forceinline__ static void consume(const GemmParams& p, const Smem& sm, int cw) {
+    const Tiles tiles(p);
+    const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+    grid_dependency_wait();  // C may still be read by the previous kernel
+    Ring r;
+    int boxes = 0;  // C boxes this warpgroup has stored (their buffers alternate)
+    Acc acc[kMi][kNc][4];
+    for (int u = blockIdx.x; u < tiles.units; u += gridDim.x) {
+      const Unit w = tiles.unit(u);
+      if constexpr (kPromote) {
+        promoted_loop(sm, cw, lane, w.kb0, w.kb1, r, acc);
+      } else {
+        plain_loop(sm, cw, w.kb0, w.kb1, r, acc);
+      }
+      if (u + static_cast<int>(gridDim.x) >= tiles.units) grid_launch_dependents();
+      if (tiles.splits > 1 && !reduce_splits(p, sm, tiles, w, acc)) continue;
+      epilogue(p, sm, cw, warp, lane, w.tile_m * BM, w.tile_n * BN + cw * WN, acc, boxes);
+    }
+    if ((threadIdx.x & 127) == 0) bulk_wait<0>();
+  }
+
+  // Split-K: every split stores its sums to the workspace (float4 q of consumer thread i of split j of
+  // tile t at ((t * splits + j) * kQuads + q) * kConsumerThreads + i) and takes the tile's ticket; the
+  // last to arrive sums the splits' partials in split order (the same bits whichever CTA is last), leaves
+  // the ticket at 0 for the next launch and returns true.
+  static constexpr int kQuads = kMi * kNc;
+  __device__ __forceinline__ static bool reduce_splits(const GemmParams& p, const Smem& sm, const Tiles& tiles,
+                                                       const Unit& w, Acc (&acc)[kMi][kNc][4]) {
+    const int i = threadIdx.x - 128;
+    float4* ws = reinterpret_cast<float4*>(p.workspace) + static_cast<long long>(w.tile) * tiles.splits * kQuads * kConsumerThreads;
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        const Acc(&a)[4] = acc[mi][c];
+        __stcg(ws + (static_cast<long long>(w.split) * kQuads + mi * kNc + c) * kConsumerThreads + i,
+               make_float4(value(a[0]), value(a[1]), value(a[2]), value(a[3])));
+      }
+    named_barrier_sync(1, kConsumerThreads);
+    if (i == 0) {
+      const int last = atomic_add_acq_rel_gpu(p.locks + w.tile, 1) == tiles.splits - 1;
+      if (last) p.locks[w.tile] = 0;
+      sts32(sm.flag, static_cast<u32>(last));
+    }
+    named_barrier_sync(1, kConsumerThreads);
+    if (lds32(sm.flag) == 0) return false;
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int j = 0; j < tiles.splits; ++j) {
+          const float4 q = __ldcg(ws + (static_cast<long long>(j) * kQuads + mi * kNc + c) * kConsumerThreads + i);
+          v[0] += q.x, v[1] += q.y, v[2] += q.z, v[3] += q.w;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][c][e] = from_float(v[e]);
+      }
+    return true;
+  }
+
+  __device__ __forceinline__ static void zero(Acc (&acc)[kMi][kNc][4]) {
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi)
+#pragma unroll
+      for (int c = 0; c < kNc; ++c)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[mi][c][j] = 0;
+  }
+
+  // Stage `s` is free once this warp's wgmmas that read it are done: one arrival per consumer warp.
+  __device__ __forceinline__ static void release(const Smem& sm, int s) {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(sm.empty + 8 * s);
+  }
+
+  // The wgmmas of one BK step: for each k32 step, each of the warpgroup's m64 weight blocks times the
+  // stage's rows; `first`: D = A * B for the step's first k32 (a tile's first step, or a promoted set).
+  template <class D>
+  __device__ __forceinline__ static void step_mma(const Smem& sm, int stage, int cw, D (&d)[kMi][kNc][4], bool first) {
+    // (A descriptor's address field is bits 0-13 of address >> 4: offsets inside the stage add to it.)
+    const u64 rows0 = wgmma_desc_sw128(sm.a(stage)), weights0 = wgmma_desc_sw128(sm.b(stage) + cw * WN * 128);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < BK / 32; ++k) {
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi) {
+        WgmmaSS8<Code, BM>::run(d[mi], weights0 + (mi * 64 * 128 + 32 * k) / 16, rows0 + 32 * k / 16, first && k == 0 ? 0 : 1);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // Channel and tensor scales: steps kb0 .. kb1 into the accumulators; stage s is released once step
+  // s + 1 is committed and step s is done.
+  __device__ __forceinline__ static void plain_loop(const Smem& sm, int cw, int kb0, int kb1, Ring& r,
+                                                    Acc (&acc)[kMi][kNc][4]) {
+    if (kb0 == kb1) zero(acc);  // (no K steps: the plan never makes such a unit)
+    int prev = -1;
+    for (int kb = kb0; kb < kb1; ++kb) {
+      mbar_wait(sm.full + 8 * r.stage, r.phase);
+      step_mma(sm, r.stage, cw, acc, kb == kb0);
+      if (prev >= 0) {
+        wgmma_wait<1>();
+        release(sm, prev);
+      }
+      prev = r.stage;
+      r.next();
+    }
+    wgmma_wait<0>();
+    if (prev >= 0) release(sm, prev);
+  }
+
+  // Block scales: each step's sums into `part`, then acc += part * block scale * row scale.
+  __device__ __forceinline__ static void promoted_loop(const Smem& sm, int cw, int lane, int kb0, int kb1, Ring& r,
+                                                       Acc (&acc)[kMi][kNc][4]) {
+    float part[kMi][kNc][4];
+    zero(acc);
+    for (int kb = kb0; kb < kb1; ++kb) {
+      mbar_wait(sm.full + 8 * r.stage, r.phase);
+      step_mma(sm, r.stage, cw, part, true);
+      // The step's scales while its wgmmas run.
+      const u32 sc = sm.scales(r.stage);
+      const float b = __uint_as_float(lds32(sc + 4 * (BM + cw)));
+      float2 rs[kNc];
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        rs[c] = lds_f2(sc + 4 * (8 * c + 2 * (lane & 3)));
+        rs[c].x *= b;
+        rs[c].y *= b;
+      }
+      wgmma_wait<0>();
+      release(sm, r.stage);
+#pragma unroll
+      for (int c = 0; c < kNc; ++c) {
+        const float s0 = rs[c].x, s1 = rs[c].y;
+#pragma unroll
+        for (int mi = 0; mi < kMi; ++mi) {
+          acc[mi][c][0] = fmaf(part[mi][c][0], s0, acc[mi][c][0]);
+          acc[mi][c][1] = fmaf(part[mi][c][1], s1, acc[mi][c][1]);
+          acc[mi][c][2] = fmaf(part[mi][c][2], s0, acc[mi][c][2]);
+          acc[mi][c][3] = fmaf(part[mi][c][3], s1, acc[mi][c][3]);
+        }
+      }
+      r.next();
+    }
+  }
+
+  // The f32 value of one accumulator, and back (split-K sums of s8 codes stay exact integers).
+  __device__ __forceinline__ static float value(Acc v) {
+    if constexpr (Code::kInt) {
+      return static_cast<float>(v);
+    } else {
+      return v;
+    }
+  }
+  __device__ __forceinline__ static Acc from_float(float v) {
+    if constexpr (Code::kInt) {
+      return static_cast<int>(v);
+    } else {
+      return v;
+    }
+  }
+
+  // C of one tile's WN channels from n0 (rows m0..): each 64 x kCRows box finished in f32 (row scale,
+  // channel factor, bias, activation), rounded, written transposed into a C buffer and stored by TMA;
+  // without kFlagTmaStoreC by plain stores of the rows below M and the channels below N.
+  __device__ __forceinline__ static void epilogue(const GemmParams& p, const Smem& sm, int cw, int warp, int lane, int m0,
+                                                  int n0, const Acc (&acc)[kMi][kNc][4], int& boxes) {
+    const bool tma = (p.flags & kFlagTmaStoreC) != 0;
+    // Row scales (8-bit A per token) of chunk c: rows 8 c + 2 (lane % 4) + {0, 1}.
+    auto row_scales = [&](int c) {
+      float2 rs = make_float2(1.0f, 1.0f);
+      if constexpr (!kPromote) {
+        const int row = m0 + 8 * c + 2 * (lane & 3);
+        const long long s = p.a_scale_stride;
+        rs.x = row < p.m ? __ldg(p.a_scales + row * s) : 0.0f;
+        rs.y = row + 1 < p.m ? __ldg(p.a_scales + (row + 1) * s) : 0.0f;
+      }
+      return rs;
+    };
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi) {
+      // This lane's channels: warp * 16 + lane / 4 (+ 8) of the m64 block.
+      const int ch0 = n0 + mi * 64 + warp * 16 + (lane >> 2);
+      float cf[2] = {1.0f, 1.0f}, bias[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ch = ch0 + 8 * h;
+        if (ch < p.n) {
+          if constexpr (Q::kChannelScale) cf[h] = __ldg(p.channel + ch);
+          if constexpr (Q::kBias) bias[h] = H::to_float(__ldg(static_cast<const u16*>(p.bias) + ch));
+        }
+      }
+      // The C pair of chunk c, channel half h (rows 8 c + 2 (lane % 4) + {0, 1}).
+      auto pair = [&](int c, int h, float2 rs) {
+        const float v0 = value(acc[mi][c][2 * h]) * rs.x, v1 = value(acc[mi][c][2 * h + 1]) * rs.y;
+        return H::from_floats(apply_epilogue<Q::kEpilogue>(v0 * cf[h] + bias[h]),
+                              apply_epilogue<Q::kEpilogue>(v1 * cf[h] + bias[h]));
+      };
+      if (!tma) {
+        u16* c16 = static_cast<u16*>(p.c);
+#pragma unroll
+        for (int c = 0; c < kNc; ++c) {
+          const float2 rs = row_scales(c);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const u32 v = pair(c, h, rs);
+            const int row = m0 + 8 * c + 2 * (lane & 3), ch = ch0 + 8 * h;
+            if (ch < p.n && row < p.m) c16[static_cast<long long>(row) * p.ldc + ch] = static_cast<u16>(v & 0xFFFFu);
+            if (ch < p.n && row + 1 < p.m) c16[static_cast<long long>(row + 1) * p.ldc + ch] = static_cast<u16>(v >> 16);
+          }
+        }
+        continue;
+      }
+#pragma unroll
+      for (int box = 0; box < BM / kCRows; ++box) {
+        const u32 buf = sm.cbox + (cw * kCBoxes + (boxes & 1)) * kCBoxBytes;
+        if ((threadIdx.x & 127) == 0) bulk_wait_read<kCBoxes - 1>();  // this buffer's last store has read it
+        named_barrier_sync(2 + cw, 128);
+        // Box rows 0..kCRows: chunks box * kCRows / 8 + q. stmatrix: matrix j = (channel half j & 1, chunk
+        // q + (j >> 1)); lane 8 j + i addresses row 8 (q + (j >> 1)) + i of the box, its 16 bytes at
+        // channel chunk 2 warp + (j & 1), swizzled by the row (the 128-byte swizzle of the C map).
+        const int mj = lane >> 3, ri = lane & 7;
+        if constexpr (kCRows >= 16) {
+#pragma unroll
+          for (int q = 0; q < kCRows / 8; q += 2) {
+            const int c = box * (kCRows / 8) + q;
+            const int row = 8 * (q + (mj >> 1)) + ri;
+            const u32 at = buf + row * 128 + (((2 * warp + (mj & 1)) ^ (row & 7)) << 4);
+            const float2 r0 = row_scales(c), r1 = row_scales(c + 1);
+            stmatrix_x4_trans(at, pair(c, 0, r0), pair(c, 1, r0), pair(c + 1, 0, r1), pair(c + 1, 1, r1));
+          }
+        } else {
+          const int row = ri;
+          const u32 at = buf + row * 128 + (((2 * warp + (mj & 1)) ^ (row & 7)) << 4);
+          const float2 r0 = row_scales(0);
+          stmatrix_x2_trans(at, pair(0, 0, r0), pair(0, 1, r0));
+        }
+        fence_proxy_async_shared();
+        named_barrier_sync(2 + cw, 128);
+        if ((threadIdx.x & 127) == 0) {
+          tma_store_2d(&p.c_map, n0 + mi * 64, m0 + box * kCRows, buf);
+          bulk_commit();
+        }
+        ++boxes;
+      }
+    }
+  }
+};
+
+}  // namespace humming
