@@ -58,6 +58,7 @@ use crate::quant::{
     is_integer_classic, round_to_format, scale_index, scale2_index, to_bits16,
 };
 use humming_spec::ScaleGranularity;
+use humming_spec::layout::WeightLayout;
 use humming_spec::layout::{
     act8_k_order, b_scale_group, bit_parts, carried_shift, channel_factor, float4_sign_bits,
     glu_source, grid_dtype, is_8bit_activation, normalized_scales, scale_on_b,
@@ -82,6 +83,12 @@ pub struct PackedWeights {
     pub zeros: Vec<u16>,
     /// The f32 factor per output channel `[N]`, plain order; empty without one.
     pub channel: Vec<f32>,
+    /// The layout of `b` and of the scales: [`WeightLayout::Fragments`] as above, or
+    /// [`WeightLayout::KMajor`] (see [`QuantizedWeights::pack_for`]).
+    pub layout: WeightLayout,
+    /// [`WeightLayout::KMajor`] with block scales: the f32 block scales as given, `[ceil(K / bk),
+    /// ceil(N / bn)]`; empty otherwise.
+    pub block_scales: Vec<f32>,
 }
 
 /// Position, within the packed `[groups][N]` rows, of column `j`: the permutation of the module doc.
@@ -217,6 +224,64 @@ impl QuantizedWeights {
             scales,
             zeros,
             channel,
+            layout: WeightLayout::Fragments,
+            block_scales: Vec::new(),
+        })
+    }
+
+    /// Packs the weights into `layout`: [`QuantizedWeights::pack`] for [`WeightLayout::Fragments`];
+    /// for [`WeightLayout::KMajor`] (the persistent kernel's, 8-bit float codes in A's own code) the
+    /// codes as they are, `[N, K]` one byte each, block scales as given in `block_scales` (exact f32)
+    /// with a channel factor of the secondary scale (1 without one), channel and tensor scales in the
+    /// channel factor. N and K multiples of 64 as for the fragments (the loads stay 16-byte aligned).
+    ///
+    /// # Errors
+    /// As [`QuantizedWeights::pack`]; `spec` when the K-major layout is asked of weights no persistent
+    /// tile reads ([`humming_spec::tiles::persistent_allowed`]).
+    pub fn pack_for(&self, layout: WeightLayout) -> Result<PackedWeights> {
+        if layout == WeightLayout::Fragments {
+            return self.pack();
+        }
+        let spec = &self.spec;
+        if !humming_spec::tiles::persistent_allowed(spec) {
+            return Err(invalid(
+                "spec",
+                format!(
+                    "the K-major layout holds W8A8 FP8 weights under channel, tensor or block scales; `{spec}` is not"
+                ),
+            ));
+        }
+        let (n, k) = (self.n, self.k);
+        check_tiling(n, k)?;
+        let block = matches!(
+            spec.scale.granularity,
+            humming_spec::ScaleGranularity::Block { .. }
+        );
+        let channel = if block {
+            // Only a secondary scale remains for the epilogue.
+            let mut ch = vec![1f32; n];
+            for (col, c) in ch.iter_mut().enumerate() {
+                if let Some(i) = scale2_index(spec, n, col, 0) {
+                    *c = self.scale2[i];
+                }
+            }
+            ch
+        } else {
+            self.device_scales()?.2
+        };
+        Ok(PackedWeights {
+            n,
+            k,
+            b: self.codes.clone(),
+            scales: Vec::new(),
+            zeros: Vec::new(),
+            channel,
+            layout,
+            block_scales: if block {
+                self.scales.clone()
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -384,6 +449,12 @@ impl PackedWeights {
     /// zero point that is not an integer in `0..2^b`, or a non-finite offset).
     pub fn unpack(&self, spec: &KernelSpec) -> Result<QuantizedWeights> {
         check_spec(spec)?;
+        if self.layout != WeightLayout::Fragments {
+            return Err(invalid(
+                "layout",
+                "unpacking is defined for the fragment layout; the K-major one holds the codes and scales as given",
+            ));
+        }
         if !is_integer_classic(spec) {
             return Err(invalid(
                 "spec",

@@ -735,3 +735,51 @@ fn launch_plans() {
     let p = plan(&no_pdl, 16, 8192, 8192);
     assert!(!p.programmatic && !p.early_trigger);
 }
+
+/// Persistent (`wgmma_ss`) tiles: the tile and splits of `select_persistent`, summed in split order
+/// through the workspace, at most one CTA per SM.
+#[test]
+fn persistent_launch_plans() {
+    use humming_runtime::cuda::plan::{DeviceInfo, plan_launch};
+    use humming_runtime::cuda::{KReduction, LaunchOptions, SplitK};
+    use std::num::NonZeroUsize;
+    let s = spec(
+        "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a], tiles: [
+        tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 256, 128), stages = 4, mma = wgmma_ss)]",
+    );
+    let tiles = tile_infos(&s);
+    let h200 = DeviceInfo {
+        sms: 132,
+        capability: 90,
+    };
+    let auto = LaunchOptions::default();
+    let plan = |o: &LaunchOptions, m, n, k| plan_launch(&tiles, &h200, o, (m, n, k));
+    // M = 1, 8192 x 8192: 64 output tiles x 2 splits, ordered.
+    let p = plan(&auto, 1, 8192, 8192);
+    assert_eq!((p.tile.block_m, p.splits, p.ctas), (16, 2, 128));
+    assert_eq!(p.reduction, KReduction::Ordered);
+    assert_eq!((p.workspace_floats, p.tickets), (2 * 64 * 16 * 128, 64));
+    // M = 4096: 32 x 32 tiles of 128 x 256, no split, one CTA per SM.
+    let p = plan(&auto, 4096, 8192, 8192);
+    assert_eq!(
+        (p.tile.block_m, p.tile.block_n, p.splits, p.ctas),
+        (128, 256, 1, 132)
+    );
+    assert_eq!(
+        (p.reduction, p.workspace_floats, p.tickets),
+        (KReduction::None, 0, 0)
+    );
+    // Splits off, or fixed (clamped to the K steps: 512 / 128 = 4).
+    let off = LaunchOptions {
+        split_k: SplitK::Off,
+        ..auto
+    };
+    assert_eq!(plan(&off, 1, 8192, 8192).splits, 1);
+    let fixed = LaunchOptions {
+        split_k: SplitK::Fixed(NonZeroUsize::new(9).unwrap()),
+        ..auto
+    };
+    let p = plan(&fixed, 1, 256, 512);
+    assert_eq!((p.splits, p.ctas, p.reduction), (4, 8, KReduction::Ordered));
+}

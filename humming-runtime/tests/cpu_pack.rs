@@ -521,6 +521,8 @@ fn unpack_of_arbitrary_bytes_round_trips() {
         scales: vec![0x3F80; 4 * 64],
         zeros: vec![],
         channel: vec![],
+        layout: humming_spec::layout::WeightLayout::Fragments,
+        block_scales: vec![],
     };
     let w = p.unpack(&spec).unwrap();
     assert_eq!(w.pack().unwrap(), p);
@@ -664,4 +666,47 @@ fn act8_packing_is_the_k32_operand_order() {
             }
         }
     }
+}
+
+/// The persistent kernel's layout keeps the codes and the scales as given: channel scales in the
+/// channel factor, block scales exact in f32 (with a channel factor of 1); other formats are refused.
+#[test]
+fn k_major_layout_keeps_codes_and_scales() {
+    use humming_spec::layout::WeightLayout;
+    let (n, k) = (192, 384);
+    let weights: Vec<f32> = (0..n * k)
+        .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 37.0)
+        .collect();
+    for fields in [
+        "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]",
+        "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]",
+        "a: e5m2, b: e5m2, c: bf16, scale: tensor(f32), arch: [sm_90a]",
+    ] {
+        let w = QuantizedWeights::quantize(&ks(fields), n, k, &weights).unwrap();
+        let p = w.pack_for(WeightLayout::KMajor).unwrap();
+        assert_eq!(p.layout, WeightLayout::KMajor);
+        assert_eq!(p.b, w.codes(), "{fields}");
+        assert!(p.scales.is_empty() && p.zeros.is_empty());
+        if fields.contains("block") {
+            assert_eq!(p.block_scales, w.scales(), "{fields}");
+            assert!(p.channel.iter().all(|&c| c == 1.0) && p.channel.len() == n);
+        } else {
+            assert!(p.block_scales.is_empty());
+            let want: Vec<f32> = (0..n)
+                .map(|c| w.scales()[if w.scales().len() == 1 { 0 } else { c }])
+                .collect();
+            assert_eq!(p.channel, want, "{fields}");
+        }
+        assert_eq!(arg_of(p.unpack(w.spec())), "layout");
+        assert_eq!(
+            w.pack_for(WeightLayout::Fragments).unwrap(),
+            w.pack().unwrap()
+        );
+    }
+    let w4 = QuantizedWeights::quantize(&ks("a: f16, b: u4, scale: group(128)"), n, k, &weights)
+        .unwrap();
+    assert!(matches!(
+        w4.pack_for(WeightLayout::KMajor),
+        Err(humming_runtime::Error::InvalidArgument { arg: "spec", .. })
+    ));
 }

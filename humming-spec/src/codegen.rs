@@ -18,7 +18,7 @@ use crate::tiles::tiles_of;
 use std::fmt::Write;
 
 /// Version of the generator; part of every build cache key.
-pub const GENERATOR_VERSION: &str = "humming-codegen-9";
+pub const GENERATOR_VERSION: &str = "humming-codegen-10";
 
 /// The CUDA headers a generated source includes, as `(relative path, contents)`: the reusable
 /// components of `cuda/humming/` and `humming/abi.cuh`, generated from [`crate::abi`]. The build helper
@@ -56,6 +56,10 @@ const HEADERS: &[(&str, &str)] = &[
     (
         "humming/wgmma8.cuh",
         include_str!("../../cuda/humming/wgmma8.cuh"),
+    ),
+    (
+        "humming/wgmma_ss.cuh",
+        include_str!("../../cuda/humming/wgmma_ss.cuh"),
     ),
     (
         "humming/loader.cuh",
@@ -120,6 +124,10 @@ const HEADERS: &[(&str, &str)] = &[
     (
         "humming/gemm.cuh",
         include_str!("../../cuda/humming/gemm.cuh"),
+    ),
+    (
+        "humming/persistent.cuh",
+        include_str!("../../cuda/humming/persistent.cuh"),
     ),
     (
         "humming/moe_route.cuh",
@@ -243,6 +251,41 @@ fn weight_policy(spec: &KernelSpec) -> String {
     }
 }
 
+/// The entry point of persistent tile `i` (`cuda/humming/persistent.cuh`), with `static_assert`s that
+/// the CUDA side computes the resource model's shared memory and threads.
+fn persistent_entry(s: &mut String, spec: &KernelSpec, t: &TileConfig, i: usize) {
+    let smem = smem_bytes(spec, t);
+    let _ = writeln!(
+        s,
+        "// tile {i}: {t}, {} threads, {smem} bytes of shared memory (persistent)",
+        t.threads()
+    );
+    let _ = writeln!(
+        s,
+        "using Tile{i} = humming::Persistent<Quant, humming::PersistentTile<{}, {}, {}, {}>, {}>;",
+        t.block_m,
+        t.block_n,
+        t.warp_n,
+        t.stages,
+        code_tag(spec.a)
+    );
+    let _ = writeln!(
+        s,
+        "static_assert(Tile{i}::kSmemBytes == {smem}u, \"shared memory disagrees with the Rust resource model\");"
+    );
+    let _ = writeln!(
+        s,
+        "static_assert(Tile{i}::kLaunchThreads == {}, \"threads disagree with the Rust resource model\");",
+        t.threads()
+    );
+    let _ = writeln!(
+        s,
+        "extern \"C\" __global__ void __launch_bounds__({}, 1)\n{}(const __grid_constant__ humming::GemmParams params) {{\n  Tile{i}::run(params);\n}}",
+        t.threads(),
+        entry_name(spec, i)
+    );
+}
+
 /// Generates the `.cu` source of a kernel whose spec passed validation: the format, its activation and
 /// weight policies, and one `extern "C"` entry point per tile, each with `static_assert`s that the
 /// CUDA side computes the resource model's numbers.
@@ -256,6 +299,10 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     let _ = writeln!(s, "// descriptor: {}", spec.canonical());
     let _ = writeln!(s, "// sha256:     {}", hex(&spec.hash()));
     let _ = writeln!(s, "#include \"humming/gemm.cuh\"");
+    let tiles = tiles_of(spec);
+    if tiles.iter().any(TileConfig::persistent) {
+        let _ = writeln!(s, "#include \"humming/persistent.cuh\"");
+    }
     if is_8bit_activation(spec.a) {
         let _ = writeln!(s, "#include \"humming/act_quant.cuh\"");
     }
@@ -296,8 +343,16 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
     let _ = writeln!(s, "    {},  // bytes of an element of A", a_bytes(spec.a));
     let _ = writeln!(
         s,
-        "    {}>;  // K extent of a group of activation scales (0: one per row)",
+        "    {},  // K extent of a group of activation scales (0: one per row)",
         act_scale_group(spec)
+    );
+    let block_n = match spec.scale.granularity {
+        ScaleGranularity::Block { n, .. } => n,
+        _ => 0,
+    };
+    let _ = writeln!(
+        s,
+        "    {block_n}>;  // N extent of a weight block scale (0: none)"
     );
     let _ = writeln!(
         s,
@@ -323,8 +378,12 @@ pub fn generate_cuda(spec: &KernelSpec) -> String {
         row_policy(spec.layout)
     );
     let _ = writeln!(s, "}}  // namespace");
-    for (i, t) in tiles_of(spec).iter().enumerate() {
+    for (i, t) in tiles.iter().enumerate() {
         let _ = writeln!(s);
+        if t.persistent() {
+            persistent_entry(&mut s, spec, t, i);
+            continue;
+        }
         let _ = writeln!(
             s,
             "// tile {i}: {t}, {} threads, {} bytes of shared memory",

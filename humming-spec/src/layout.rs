@@ -102,6 +102,38 @@ pub fn act8_k_order(p: usize) -> usize {
     4 * l + r + 2 * h
 }
 
+/// The packed layout of B that a tile reads (`humming-runtime`'s `pack` writes each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightLayout {
+    /// 64 x 64 units in the order of the mma fragments (`cuda/humming/dequant.cuh`), with the scale
+    /// grid on B in a 16-bit dtype: the `mma.sync` and `wgmma` tiles.
+    Fragments,
+    /// The codes as stored, `[N, K]` row-major, one byte each: K-major, as the persistent kernel's TMA
+    /// boxes read them (`cuda/humming/persistent.cuh`). Block scales stay f32, `[ceil(K / bk),
+    /// ceil(N / bn)]` as given; channel and tensor scales go into the f32 channel factor. The
+    /// `wgmma_ss` tiles ([`Mma::WgmmaSs`]).
+    KMajor,
+}
+
+impl WeightLayout {
+    /// The layout tile `t` reads.
+    pub const fn of_tile(t: &TileConfig) -> WeightLayout {
+        if t.persistent() {
+            WeightLayout::KMajor
+        } else {
+            WeightLayout::Fragments
+        }
+    }
+
+    /// Its name, for messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WeightLayout::Fragments => "fragment",
+            WeightLayout::KMajor => "K-major",
+        }
+    }
+}
+
 // How scales reach the kernel. Whatever the declared scale kinds and dtypes, the device sees at most
 // two arrays: a grid of 16-bit scales in A's dtype that multiplies the dequantized weights (group and
 // block scales, or channel scales with a float offset), and one f32 factor per output channel that

@@ -244,6 +244,13 @@ pub enum Mma {
     /// tile's rows of activations read from shared memory (the B operand, 128-byte swizzled, K-major).
     /// The design of Humming's Hopper path (anchor study, section 5).
     Wgmma,
+    /// Hopper `wgmma.mma_async` with both operands in shared memory (sm_90a only), in the persistent,
+    /// warp-specialized kernel: about one CTA per SM walks the launch's output tiles; a producer
+    /// warpgroup loads the K-major weight codes and the rows of A by TMA, and two consumer
+    /// warpgroups each multiply `warp_n` (64 or 128) of the tile's `block_n` channels by its `block_m`
+    /// rows, 128 codes per stage. For 8-bit codes on both operands (W8A8 FP8), whose weights it reads
+    /// in their own packed layout (`humming_spec::layout::WeightLayout::KMajor`).
+    WgmmaSs,
 }
 
 impl Mma {
@@ -252,6 +259,7 @@ impl Mma {
         match self {
             Mma::Sync => "sync",
             Mma::Wgmma => "wgmma",
+            Mma::WgmmaSs => "wgmma_ss",
         }
     }
 }
@@ -301,8 +309,12 @@ impl TileConfig {
             }
     }
 
-    /// Threads of the warps that multiply: one warp per `warp_m × warp_n × warp_k` sub-tile.
+    /// Threads of the warps that multiply: one warp per `warp_m × warp_n × warp_k` sub-tile; with
+    /// [`Mma::WgmmaSs`] one warpgroup per `warp_n` channels.
     pub const fn compute_threads(&self) -> u32 {
+        if matches!(self.mma, Mma::WgmmaSs) {
+            return (self.block_n / self.warp_n) as u32 * 128;
+        }
         (self.block_m / self.warp_m) as u32
             * (self.block_n / self.warp_n) as u32
             * (self.block_k / self.warp_k) as u32
@@ -317,7 +329,15 @@ impl TileConfig {
     /// threads would cut the compute warps' registers (e.g. 16 compute warps: 112 with the
     /// warpgroup against 128 without).
     pub const fn producer_warpgroup(&self) -> bool {
-        matches!(self.mma, Mma::Wgmma) && self.ctas_per_sm < 2 && self.compute_threads() <= 256
+        matches!(self.mma, Mma::WgmmaSs)
+            || (matches!(self.mma, Mma::Wgmma)
+                && self.ctas_per_sm < 2
+                && self.compute_threads() <= 256)
+    }
+
+    /// Whether the tile runs the persistent kernel ([`Mma::WgmmaSs`]).
+    pub const fn persistent(&self) -> bool {
+        matches!(self.mma, Mma::WgmmaSs)
     }
 }
 
@@ -336,8 +356,8 @@ impl fmt::Display for TileConfig {
         )?;
         // mma.sync tiles keep the text (and the kernel hashes) they had before wgmma tiles existed,
         // and every tile without `ctas_per_sm` the text it had before that.
-        if self.mma == Mma::Wgmma {
-            write!(f, "wgmma")?;
+        if self.mma != Mma::Sync {
+            write!(f, "{}", self.mma.name())?;
         }
         if self.ctas_per_sm != 0 {
             write!(f, "c{}", self.ctas_per_sm)?;

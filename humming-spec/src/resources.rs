@@ -19,6 +19,10 @@ pub const MAX_TILE_SMEM_BYTES: u32 = 227 * 1024 - STATIC_SMEM_BYTES;
 pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     // Saturating: validation may size absurd tiles (extents up to 65535) before rejecting them.
     let (bm, bn, bk) = (t.block_m as u32, t.block_n as u32, t.block_k as u32);
+    if t.persistent() {
+        // The weight codes' box and the rows' box (persistent.cuh, kStageBytes).
+        return bn.saturating_add(bm).saturating_mul(bk);
+    }
     let a = bm
         .saturating_mul(bk)
         .saturating_mul(crate::layout::a_bytes(spec.a));
@@ -33,14 +37,38 @@ pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let bytes = a.saturating_add(b).saturating_add(s).saturating_add(z);
     match t.mma {
         Mma::Sync => bytes,
-        Mma::Wgmma => bytes.next_multiple_of(WGMMA_STAGE_ALIGN),
+        Mma::Wgmma | Mma::WgmmaSs => bytes.next_multiple_of(WGMMA_STAGE_ALIGN),
     }
+}
+
+/// Dynamic shared memory of a persistent tile (`persistent.cuh`, `kSmemBytes`): the alignment slack,
+/// the stages (with block scales, each stage's row and block scales beside), two C boxes of 64
+/// channels x min(64, block M) rows per consumer warpgroup, the mbarriers and the split-K flag.
+fn persistent_smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    let bm = t.block_m as u32;
+    let consumers = (t.block_n / t.warp_n.max(1)) as u32;
+    let scales = if crate::layout::act_scale_group(spec) > 0 {
+        (4 * (bm + consumers)).next_multiple_of(16)
+    } else {
+        0
+    };
+    let c_boxes = consumers * 2 * bm.min(64) * 128;
+    (t.stages as u32)
+        .saturating_mul(
+            stage_bytes(spec, t)
+                .saturating_add(scales)
+                .saturating_add(16),
+        )
+        .saturating_add(WGMMA_STAGE_ALIGN + c_boxes + 16)
 }
 
 /// Dynamic shared memory of one tile configuration, in bytes: the pipeline, or the buffer of the
 /// reduction across warps along K if larger; a `wgmma` tile adds [`WGMMA_STAGE_ALIGN`] bytes so that its
 /// stages can start on that boundary.
 pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
+    if t.persistent() {
+        return persistent_smem_bytes(spec, t);
+    }
     let (bm, bn) = (t.block_m as u32, t.block_n as u32);
     let pipeline = (t.stages as u32).saturating_mul(stage_bytes(spec, t));
     let warps_k = (t.block_k / t.warp_k.max(1)) as u32;
@@ -51,7 +79,7 @@ pub fn smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
         .saturating_mul(4);
     let align = match t.mma {
         Mma::Sync => 0,
-        Mma::Wgmma => WGMMA_STAGE_ALIGN,
+        Mma::Wgmma | Mma::WgmmaSs => WGMMA_STAGE_ALIGN,
     };
     pipeline.max(reduce).saturating_add(align)
 }
@@ -75,7 +103,7 @@ pub fn ctas_fit(spec: &KernelSpec, t: &TileConfig) -> Result<(), u32> {
     if t.ctas_per_sm == 0 {
         return Ok(());
     }
-    let per_sm = if t.mma == Mma::Wgmma {
+    let per_sm = if t.mma != Mma::Sync {
         smem_per_sm(Arch::Sm90a)
     } else {
         spec.archs
@@ -131,12 +159,16 @@ pub fn min_blocks_per_sm(spec: &KernelSpec, t: &TileConfig) -> u32 {
     if t.ctas_per_sm != 0 {
         return t.ctas_per_sm as u32; // validated against min_registers and shared memory
     }
+    if t.persistent() {
+        return 1; // one CTA per SM, 384 threads
+    }
     let by_smem = (228 * 1024) / (smem_bytes(spec, t) + 1024).max(1);
     let regs = match t.mma {
         Mma::Sync if t.warp_m <= 8 => 96,
         Mma::Sync => 160,
         // block_m * warp_n / 32 f32 accumulators, the dequantized weights of two k16 steps in flight.
         Mma::Wgmma => t.block_m as u32 * t.warp_n as u32 / 32 + 72,
+        Mma::WgmmaSs => 168,
     };
     // A producer warpgroup keeps PRODUCER_REGISTERS per thread and hands the rest to the compute warps.
     let per_cta = if t.producer_warpgroup() {
@@ -159,6 +191,11 @@ pub fn consumer_registers(spec: &KernelSpec, t: &TileConfig) -> u32 {
     if !t.producer_warpgroup() {
         return 0;
     }
+    if t.persistent() {
+        let consumers = t.compute_threads() / 128;
+        return (65536 / 128 - crate::abi::PERSISTENT_PRODUCER_REGISTERS) / consumers.max(1) / 8
+            * 8;
+    }
     let launch = (65536 / (t.threads() * min_blocks_per_sm(spec, t))).min(255) / 8 * 8;
     let pool = t.threads() * launch - PRODUCER_THREADS * PRODUCER_REGISTERS;
     (pool / t.compute_threads()).min(240) / 8 * 8
@@ -174,5 +211,6 @@ pub fn min_registers(t: &TileConfig) -> u32 {
         Mma::Sync if t.warp_m <= 16 => 128,
         Mma::Sync => 160,
         Mma::Wgmma => t.block_m as u32 * t.warp_n as u32 / 32 + 64,
+        Mma::WgmmaSs => crate::tiles::persistent_accumulators(t, false) + 64,
     }
 }

@@ -153,6 +153,112 @@ pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
     tiles
 }
 
+/// Whether a kernel may have persistent (`wgmma_ss`) tiles: dense W8A8 FP8 (weights in A's own float
+/// code, both operands 8-bit codes in shared memory) under channel or tensor scales, or block scales of
+/// K extent 128 (one promotion per stage) and an N extent a multiple of 64; no gated epilogue.
+pub fn persistent_allowed(spec: &KernelSpec) -> bool {
+    let scales = match spec.scale.granularity {
+        ScaleGranularity::Channel | ScaleGranularity::Tensor => !crate::layout::scale_on_b(spec),
+        ScaleGranularity::Block { n, k } => k == PERSISTENT_BLOCK_K as u32 && n % 64 == 0,
+        ScaleGranularity::Group { .. } => false,
+    };
+    spec.layout == Layout::Dense
+        && crate::layout::is_8bit_activation(spec.a)
+        && spec.a.is_float()
+        && spec.b == spec.a
+        && !spec.epilogue.is_glu()
+        && scales
+}
+
+/// Codes per stage of a persistent tile: one 128-byte swizzle row.
+pub const PERSISTENT_BLOCK_K: u16 = 128;
+
+/// The rows of a persistent tile: the wgmma N of the generated wrappers (`dev/gen-wgmma.py`, `SS_N`).
+pub const PERSISTENT_BLOCK_M: [u16; 7] = [8, 16, 32, 64, 128, 192, 256];
+
+/// The persistent tiles of a [`persistent_allowed`] kernel, in selection order: (16, 128) and (64, 128)
+/// for launches of up to 16 and 64 rows (their K splits fill the SMs), (128, 128) and, without
+/// promotion, (128, 256) for more; two consumer warpgroups of `block_n / 2` channels each, as many
+/// stages as fit. Block scales promote each stage's sums through a second accumulator set, which
+/// halves the rows x channels a warpgroup may hold.
+pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
+    let t = |bm: u16, bn: u16, stages: u8| TileConfig {
+        block_m: bm,
+        block_n: bn,
+        block_k: PERSISTENT_BLOCK_K,
+        warp_m: bm,
+        warp_n: bn / 2,
+        warp_k: PERSISTENT_BLOCK_K,
+        stages,
+        mma: Mma::WgmmaSs,
+        ctas_per_sm: 0,
+    };
+    if crate::layout::act_scale_group(spec) > 0 {
+        vec![t(16, 128, 8), t(64, 128, 7), t(128, 128, 5)]
+    } else {
+        vec![t(16, 128, 8), t(64, 128, 8), t(128, 128, 6), t(128, 256, 4)]
+    }
+}
+
+/// f32 accumulators per consumer thread of persistent tile `t`: warp N / 64 weight blocks x block M / 8
+/// row chunks x 4, and twice that with promotion (`promote`).
+pub const fn persistent_accumulators(t: &TileConfig, promote: bool) -> u32 {
+    let one = (t.warp_n as u32 / 64) * (t.block_m as u32 / 8) * 4;
+    if promote { 2 * one } else { one }
+}
+
+/// A persistent launch: the tile (an index into the caller's list) and the K splits of each output
+/// tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PersistentChoice {
+    /// Index of the tile in the caller's list.
+    pub index: usize,
+    /// K splits per output tile (1: none).
+    pub splits: usize,
+}
+
+/// The tile and K splits of a persistent launch of `m` rows of `[n, k]` weights among `tiles` (`of`
+/// gives each one's configuration) on `sms` multiprocessors: the smallest `block_m` that covers `m`
+/// (else the largest); among those the widest `block_n` whose output tiles fill 90% of the SMs, else
+/// the narrowest; then, where the output tiles fill fewer than 90% of the SMs, as many K splits as
+/// bring them to about one per SM (at most `max_splits` and 16, each split at least 4 stages of K).
+/// `None` for an empty list. Pure: no GPU needed.
+pub fn select_persistent<L>(
+    tiles: &[L],
+    of: impl Fn(&L) -> TileConfig,
+    sms: usize,
+    (m, n, k): (usize, usize, usize),
+    max_splits: usize,
+) -> Option<PersistentChoice> {
+    let bm = tiles
+        .iter()
+        .map(|l| of(l).block_m as usize)
+        .filter(|&b| b >= m)
+        .min()
+        .or_else(|| tiles.iter().map(|l| of(l).block_m as usize).max())?;
+    let fill = sms.saturating_mul(9).div_ceil(10).max(1);
+    let count = |t: &TileConfig| output_tiles(t, m.max(1), n);
+    let of_bm = || {
+        tiles
+            .iter()
+            .map(&of)
+            .enumerate()
+            .filter(move |(_, t)| t.block_m as usize == bm)
+    };
+    let (index, t) = of_bm()
+        .filter(|(_, t)| count(t) >= fill)
+        .max_by_key(|(i, t)| (t.block_n, std::cmp::Reverse(*i)))
+        .or_else(|| of_bm().min_by_key(|(i, t)| (t.block_n, *i)))?;
+    let out = count(&t).max(1);
+    let steps = k.div_ceil(PERSISTENT_BLOCK_K as usize);
+    let splits = if out >= fill {
+        1
+    } else {
+        (sms / out).min(steps / 4).min(16).min(max_splits).max(1)
+    };
+    Some(PersistentChoice { index, splits })
+}
+
 /// The default tiles of a MoE layout, in selection order. A MoE launch has few rows per expert and
 /// a short K per tile, so its tiles run two to four CTAs per SM, which hide each other's pipeline
 /// fill, barriers and epilogue:

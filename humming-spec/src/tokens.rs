@@ -142,6 +142,7 @@ fn tile_tokens(t: &TileConfig, p: &TokenStream) -> TokenStream {
     let mma = match mma {
         crate::model::Mma::Sync => quote!(#p::Mma::Sync),
         crate::model::Mma::Wgmma => quote!(#p::Mma::Wgmma),
+        crate::model::Mma::WgmmaSs => quote!(#p::Mma::WgmmaSs),
     };
     quote! {
         #p::TileConfig {

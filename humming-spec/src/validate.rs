@@ -17,7 +17,9 @@ mod tile_rules;
 
 use interpret::activation_of;
 pub use interpret::interpret;
-use tile_rules::{check_tile, check_tile_occupancy, check_tile_smem, check_wgmma_tile};
+use tile_rules::{
+    check_persistent_tile, check_tile, check_tile_occupancy, check_tile_smem, check_wgmma_tile,
+};
 
 /// Collects errors so that all of them are reported at once (the serde `Ctxt` habit).
 #[derive(Default)]
@@ -631,7 +633,7 @@ fn check_targets_and_tiles(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors,
     let tiles = spec.tiles.as_slice();
     if !tiles.is_empty()
         && crate::tiles::wgmma_allowed(spec)
-        && tiles.iter().all(|t| t.mma == Mma::Wgmma)
+        && tiles.iter().all(|t| t.mma != Mma::Sync)
     {
         // Such a kernel has nothing to run anywhere but on sm_90a.
         for arch in spec.archs.iter().filter(|&a| a != Arch::Sm90a) {
@@ -643,7 +645,7 @@ fn check_targets_and_tiles(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors,
             errs.push(
                 at,
                 format!(
-                    "every tile of this kernel is `mma = wgmma`, which runs on sm_90a only: {whose} would get no usable tile; set `arch: [sm_90a]` or add an mma.sync tile"
+                    "every tile of this kernel is `mma = wgmma` or `wgmma_ss`, which run on sm_90a only: {whose} would get no usable tile; set `arch: [sm_90a]` or add an mma.sync tile"
                 ),
             );
         }
@@ -651,6 +653,10 @@ fn check_targets_and_tiles(spec: &KernelSpec, sp: &SpecSpans, errs: &mut Errors,
     for (i, t) in tiles.iter().enumerate() {
         let span = sp.tiles.get(i).copied().unwrap_or(TileSpans::all(sp.name));
         let before = errs.len();
+        if t.persistent() {
+            check_persistent_tile(spec, t, &span, errs);
+            continue;
+        }
         if act8 && t.mma == Mma::Wgmma && !crate::tiles::act8_wgmma_allowed(spec) {
             errs.push(
                 span.mma,

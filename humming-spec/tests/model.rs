@@ -466,6 +466,10 @@ fn generated_cuda_snapshots() {
             "w8a8_fp8_block",
             "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]",
         ),
+        (
+            "w8a8_fp8_block_persistent",
+            "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a], tiles: [tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss), tile(block = (128, 128, 128), stages = 5, mma = wgmma_ss)]",
+        ),
     ] {
         let s = spec(fields);
         let cuda = generate_cuda(&s);
@@ -709,4 +713,103 @@ fn moe_default_tiles_all_fit() {
     bms.sort_unstable();
     bms.dedup();
     assert_eq!(bms, [8, 16, 32, 64]);
+}
+
+const SS_CHANNEL: &str = "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]";
+const SS_BLOCK: &str = "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]";
+
+/// The persistent catalogue: each tile declared alone passes the rules (its omitted warp is two
+/// consumer warpgroups), fits a CTA, and its generated entry asserts the Rust model's sizes.
+#[test]
+fn persistent_tiles_pass_the_declaration_rules() {
+    use humming_spec::tiles::{persistent_allowed, persistent_tiles};
+    for fields in [
+        SS_CHANNEL,
+        SS_BLOCK,
+        "a: e5m2, b: e5m2, c: bf16, scale: tensor(f32), bias: true, epilogue: relu, arch: [sm_90a]",
+    ] {
+        let base = spec(fields);
+        assert!(persistent_allowed(&base), "{fields}");
+        for t in persistent_tiles(&base) {
+            let declared = format!(
+                "{fields}, tiles: [tile(block = ({}, {}, {}), stages = {}, mma = wgmma_ss)]",
+                t.block_m, t.block_n, t.block_k, t.stages
+            );
+            let s = spec(&declared);
+            assert_eq!(s.tiles.as_slice(), &[t], "{declared}");
+            assert_eq!((t.threads(), min_blocks_per_sm(&s, &t)), (384, 1));
+            assert_eq!(consumer_registers(&s, &t), 232);
+            assert!(smem_bytes(&s, &t) <= humming_spec::resources::MAX_TILE_SMEM_BYTES);
+            let cu = generate_cuda(&s);
+            assert!(cu.contains("#include \"humming/persistent.cuh\""));
+            assert!(cu.contains(&format!(
+                "static_assert(Tile0::kSmemBytes == {}u",
+                smem_bytes(&s, &t)
+            )));
+            assert!(cu.contains(&format!("{}(const __grid_constant__", entry_name(&s, 0))));
+        }
+    }
+    for other in [
+        "a: f16, b: u4, scale: group(128, f16)",
+        "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
+        "a: e4m3, b: e4m3, c: bf16, scale: block(128, 64, f32), arch: [sm_90a]",
+        "a: i8, b: i8, c: bf16, scale: channel(f32), arch: [sm_90a]",
+        "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), layout: moe_indexed, arch: [sm_90a]",
+    ] {
+        assert!(!persistent_allowed(&spec(other)), "{other}");
+    }
+    let s = spec(&format!(
+        "{SS_CHANNEL}, tiles: [tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss)]"
+    ));
+    assert!(
+        s.canonical()
+            .ends_with("tiles=b16x128x128w16x64x128s8wgmma_ss")
+    );
+    assert_eq!(s.tiles.as_slice()[0].mma, Mma::WgmmaSs);
+}
+
+/// The persistent launch rule: the tile by M, the widest that fills the SMs, and K splits where the
+/// output tiles are too few.
+#[test]
+fn persistent_launch_choice() {
+    use humming_spec::tiles::{persistent_tiles, select_persistent};
+    for fields in [SS_CHANNEL, SS_BLOCK] {
+        let tiles = persistent_tiles(&spec(fields));
+        let pick = |m, n, k| {
+            let c = select_persistent(&tiles, |t| *t, 132, (m, n, k), 16).expect("a tile");
+            let t = tiles[c.index];
+            (t.block_m, t.block_n, c.splits)
+        };
+        // 64 output tiles of 128 channels: two splits; 32: four; 224 fill the SMs.
+        assert_eq!(pick(1, 8192, 8192), (16, 128, 2), "{fields}");
+        assert_eq!(pick(0, 8192, 8192), (16, 128, 2), "{fields}");
+        assert_eq!(pick(16, 4096, 14336), (16, 128, 4), "{fields}");
+        assert_eq!(pick(16, 28672, 4096), (16, 128, 1), "{fields}");
+        assert_eq!(pick(64, 8192, 8192), (64, 128, 2), "{fields}");
+        // A short K caps the splits at one per 4 stages.
+        assert_eq!(pick(1, 8192, 512), (16, 128, 1), "{fields}");
+        assert_eq!(pick(1, 4096, 1024), (16, 128, 2), "{fields}");
+        // More rows: the 128-row tiles.
+        assert_eq!(pick(256, 4096, 14336), (128, 128, 2), "{fields}");
+    }
+    let tiles = persistent_tiles(&spec(SS_CHANNEL));
+    let pick = |m, n| {
+        let c = select_persistent(&tiles, |t| *t, 132, (m, n, 8192), 16).expect("a tile");
+        (tiles[c.index].block_n, c.splits)
+    };
+    // 128 x 256 where its tiles fill 90% of the SMs, else 128 x 128.
+    assert_eq!(pick(256, 8192), (128, 1));
+    assert_eq!(pick(1024, 8192), (256, 1));
+    assert_eq!(pick(1024, 4096), (256, 1));
+    assert_eq!(pick(4096, 28672), (256, 1));
+    assert!(
+        select_persistent(
+            &[] as &[humming_spec::TileConfig],
+            |t| *t,
+            132,
+            (1, 64, 64),
+            16
+        )
+        .is_none()
+    );
 }

@@ -55,23 +55,73 @@ pub(super) fn encode_a_map(
     block_m: u32,
     elem_bytes: usize,
 ) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
-    let mut map = sys::CUtensorMap { opaque: [0; 16] };
-    let dims: [u64; 2] = [k as u64, rows as u64];
-    let strides: [u64; 1] = [(lda * elem_bytes) as u64];
     // 64 elements per box row: 128 bytes of 16-bit A in the 128-byte swizzle, or 64 bytes of 8-bit
     // codes in the 64-byte swizzle (the layouts of a_swizzle in loader.cuh).
     let (dtype, swizzle) = if elem_bytes == 1 {
         (
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            TmaElement::Byte,
             sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
         )
     } else {
         (
-            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            TmaElement::Half,
             sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
         )
     };
-    let boxes: [u32; 2] = [64, block_m];
+    let promote = sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    encode_2d(
+        a,
+        dtype,
+        [k, rows],
+        lda * elem_bytes,
+        [64, block_m],
+        (swizzle, promote),
+    )
+}
+
+/// Elements of a TMA tensor map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TmaElement {
+    /// 8-bit codes.
+    Byte,
+    /// 16-bit values (f16, bf16).
+    Half,
+}
+
+/// A 2-D TMA tensor map in the 128-byte swizzle (the persistent kernel's boxes, `persistent.cuh`):
+/// `dims` `{inner, outer}` elements at device address `base` (16-byte aligned), outer rows `stride`
+/// bytes apart (a multiple of 16), boxes of `boxes` `{inner, outer}` elements (the inner one 128
+/// bytes); loads zero-fill outside the tensor, stores leave it untouched.
+pub(super) fn encode_sw128(
+    base: u64,
+    elem: TmaElement,
+    dims: [usize; 2],
+    stride: usize,
+    boxes: [u32; 2],
+) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
+    // (256-byte L2 promotion: two 128-byte box rows per request, as measured.)
+    let layout = (
+        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+    );
+    encode_2d(base, elem, dims, stride, boxes, layout)
+}
+
+fn encode_2d(
+    base: u64,
+    elem: TmaElement,
+    dims: [usize; 2],
+    stride: usize,
+    boxes: [u32; 2],
+    (swizzle, promote): (sys::CUtensorMapSwizzle, sys::CUtensorMapL2promotion),
+) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let dims: [u64; 2] = [dims[0] as u64, dims[1] as u64];
+    let strides: [u64; 1] = [stride as u64];
+    let dtype = match elem {
+        TmaElement::Byte => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        TmaElement::Half => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+    };
     let element_strides: [u32; 2] = [1, 1];
     // SAFETY: every pointer refers to a live local of the size the driver reads (rank 2); the call
     // only encodes `map` on the host.
@@ -80,14 +130,14 @@ pub(super) fn encode_a_map(
             &mut map,
             dtype,
             2,
-            a as *mut std::ffi::c_void,
+            base as *mut std::ffi::c_void,
             dims.as_ptr(),
             strides.as_ptr(),
             boxes.as_ptr(),
             element_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
             swizzle,
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            promote,
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     }

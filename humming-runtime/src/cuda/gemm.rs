@@ -19,7 +19,7 @@ use humming_spec::abi::{
     MAX_CLUSTER_SPLITS, MAX_ROUTE_EXPERTS, STATIC_SMEM_BYTES, route_smem_bytes,
 };
 use humming_spec::codegen::{combine_entry_name, entry_name, quant_entry_name, route_entry_name};
-use humming_spec::layout::{c_columns, is_8bit_activation};
+use humming_spec::layout::{WeightLayout, c_columns, is_8bit_activation};
 use humming_spec::resources::{atomic_split_k, smem_bytes, staged_epilogue};
 use humming_spec::tiles::tiles_of;
 use humming_spec::{KernelSpec, Layout, Mma};
@@ -61,6 +61,9 @@ pub struct Gemm<A: Element, C: Element> {
     pub(super) helpers: Option<(CudaFunction, CudaFunction)>,
     /// 8-bit activations: the input quantization of the module.
     pub(super) quant: Option<CudaFunction>,
+    /// The packed layout the loaded tiles read (they all read one: `load` keeps persistent tiles alone
+    /// where they load).
+    pub(super) layout: WeightLayout,
     _types: PhantomData<fn(A) -> C>,
 }
 
@@ -78,6 +81,10 @@ pub struct DeviceWeights {
     pub(super) scales: Option<CudaSlice<u16>>,
     pub(super) zeros: Option<CudaSlice<u16>>,
     pub(super) channel: Option<CudaSlice<f32>>,
+    /// The packed layout of `b` (that of the kernel's loaded tiles).
+    pub(super) layout: WeightLayout,
+    /// [`WeightLayout::KMajor`] with block scales: the f32 block scales.
+    pub(super) block_scales: Option<CudaSlice<f32>>,
 }
 
 impl DeviceWeights {
@@ -99,6 +106,11 @@ impl DeviceWeights {
             + self.scales.as_ref().map_or(0, |s| 2 * s.len())
             + self.zeros.as_ref().map_or(0, |z| 2 * z.len())
             + self.channel.as_ref().map_or(0, |c| 4 * c.len())
+            + self.block_scales.as_ref().map_or(0, |c| 4 * c.len())
+    }
+    /// The packed layout of the weights: that of the tiles of the kernel that uploaded them.
+    pub fn layout(&self) -> WeightLayout {
+        self.layout
     }
     /// The descriptor the weights were packed for.
     pub fn spec(&self) -> &KernelSpec {
@@ -109,7 +121,11 @@ impl DeviceWeights {
     /// for each it lacks), with the guards that record their use on `stream`.
     pub(super) fn ptrs<'a>(&'a self, stream: &'a CudaStream) -> WeightPtrs<'a> {
         let (b, rb) = self.b.device_ptr(stream);
-        let (scales, rs) = optional_ptr(self.scales.as_ref(), stream);
+        // (The K-major layout's block scales take the scale grid's place.)
+        let (scales, rs) = match &self.block_scales {
+            Some(bs) => optional_ptr(Some(bs), stream),
+            None => optional_ptr(self.scales.as_ref(), stream),
+        };
         let (zeros, rz) = optional_ptr(self.zeros.as_ref(), stream);
         let (channel, rc) = optional_ptr(self.channel.as_ref(), stream);
         WeightPtrs {
@@ -266,14 +282,18 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let mut tiles = Vec::new();
         let mut infos = Vec::new();
         let mut wgmma_skipped = 0;
-        for (i, tile) in tiles_of(&spec).into_iter().enumerate() {
+        let all = tiles_of(&spec);
+        let fits = |t: &humming_spec::TileConfig| smem_bytes(&spec, t) + STATIC_SMEM_BYTES <= optin;
+        // Persistent tiles read their own packed layout: where one loads, it serves every launch.
+        let persistent = cap == 90 && all.iter().any(|t| t.persistent() && fits(t));
+        for (i, tile) in all.into_iter().enumerate() {
             let smem = smem_bytes(&spec, &tile);
             // wgmma exists on sm_90a only (compute capability 9.0); elsewhere those entries trap.
-            if tile.mma == Mma::Wgmma && cap != 90 {
+            if tile.mma != Mma::Sync && cap != 90 {
                 wgmma_skipped += 1;
                 continue;
             }
-            if smem + STATIC_SMEM_BYTES > optin {
+            if !fits(&tile) || tile.persistent() != persistent {
                 continue;
             }
             let entry = entry_name(&spec, i);
@@ -315,7 +335,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         if tiles.is_empty() {
             let why = if wgmma_skipped > 0 {
                 format!(
-                    "{wgmma_skipped} are `mma = wgmma` tiles, which need compute capability 9.0 (this GPU: {cap}), \
+                    "{wgmma_skipped} are `mma = wgmma` or `wgmma_ss` tiles, which need compute capability 9.0 (this GPU: {cap}), \
                      and the others do not fit in {optin} bytes of shared memory"
                 )
             } else {
@@ -374,6 +394,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
             workspace: Mutex::new(super::workspace::Workspace::default()),
             helpers,
             quant,
+            layout: if persistent {
+                WeightLayout::KMajor
+            } else {
+                WeightLayout::Fragments
+            },
             _types: PhantomData,
         })
     }
@@ -530,7 +555,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                     ),
                 ));
             }
-            packed.push(w.pack()?);
+            packed.push(w.pack_for(self.layout)?);
         }
         let cat = |part: &dyn Fn(&crate::PackedWeights) -> usize| packed.iter().map(part).sum();
         let mut b = Vec::with_capacity(cat(&|p| p.b.len()));
@@ -551,6 +576,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let scales = upload_nonempty(s, &scales, "uploading scales")?;
         let zeros = upload_nonempty(s, &zeros, "uploading zero points")?;
         let channel = upload_nonempty(s, &channel, "uploading channel factors")?;
+        let block_scales: Vec<f32> = packed
+            .iter()
+            .flat_map(|p| p.block_scales.iter().copied())
+            .collect();
+        let block_scales = upload_nonempty(s, &block_scales, "uploading block scales")?;
         Ok(DeviceWeights {
             spec: self.spec,
             n: first.n(),
@@ -562,7 +592,16 @@ impl<A: Element, C: Element> Gemm<A, C> {
             scales,
             zeros,
             channel,
+            layout: self.layout,
+            block_scales,
         })
+    }
+
+    /// The packed layout of B that this kernel's loaded tiles read, and [`Gemm::upload`] packs:
+    /// [`WeightLayout::KMajor`] where the kernel's persistent (`wgmma_ss`) tiles load (compute
+    /// capability 9.0), else [`WeightLayout::Fragments`].
+    pub fn layout(&self) -> WeightLayout {
+        self.layout
     }
 
     /// Device pointers of the split-K buffers a plan needs (partials, tickets; 0 for each it does
@@ -755,7 +794,21 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let g = self.gemm;
         let stream = &g.stream;
         let (n, k, lda) = (w.n, w.k, a_in.lda);
+        if w.layout != g.layout {
+            return Err(invalid(
+                "weights",
+                format!(
+                    "the weights are in the {} layout, but kernel {}'s tiles on this GPU read the {} one: upload them with this kernel",
+                    w.layout.name(),
+                    g.name,
+                    g.layout.name()
+                ),
+            ));
+        }
         let plan = self.plan(m, n, k);
+        if plan.tile.persistent() {
+            return self.launch_persistent(&plan, a_in, m, w, (bias_ptr, c_ptr, ldc));
+        }
         let t = &g.tiles[plan.tile_index];
         let wp = w.ptrs(stream);
         let (ws_ptr, tickets_ptr) = g.workspace_ptrs(&plan)?;

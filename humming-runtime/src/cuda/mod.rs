@@ -23,6 +23,7 @@ mod gemm;
 mod moe;
 mod nvrtc;
 mod options;
+mod persistent;
 pub mod plan;
 mod workspace;
 

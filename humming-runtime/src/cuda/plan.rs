@@ -5,7 +5,7 @@
 use super::options::{DependentTrigger, LaunchOptions, Reduction, SplitK};
 use crate::error::{Result, invalid};
 use humming_spec::abi::MAX_CLUSTER_SPLITS;
-use humming_spec::tiles::{output_tiles, select_launch_tile};
+use humming_spec::tiles::{output_tiles, select_launch_tile, select_persistent};
 use humming_spec::{KernelSpec, Mma, TileConfig};
 
 /// What the planner knows of one tile loaded on a device.
@@ -80,6 +80,9 @@ pub fn plan_launch(
     options: &LaunchOptions,
     (m, n, k): (usize, usize, usize),
 ) -> LaunchPlan {
+    if tiles.first().is_some_and(|l| l.tile.persistent()) {
+        return plan_persistent(tiles, device, options, (m, n, k));
+    }
     let tile_index = select_tile(tiles, device, options, (m, n, k));
     let info = &tiles[tile_index];
     let t = info.tile;
@@ -136,6 +139,95 @@ pub fn plan_launch(
         workspace_floats,
         tickets,
     }
+}
+
+/// Plans a launch on persistent (`wgmma_ss`) tiles, which a kernel loads alone where they load
+/// (`Gemm::load`): the tile and K splits of [`select_persistent`] (`SplitK::Fixed` fixes the splits,
+/// `SplitK::Off` allows none), summed in split order through the workspace; a grid of at most one CTA
+/// per SM; programmatic launch as for the other tiles. `tiles` is not empty.
+pub fn plan_persistent(
+    tiles: &[TileInfo],
+    device: &DeviceInfo,
+    options: &LaunchOptions,
+    (m, n, k): (usize, usize, usize),
+) -> LaunchPlan {
+    let steps = k
+        .div_ceil(humming_spec::tiles::PERSISTENT_BLOCK_K as usize)
+        .max(1);
+    let max_splits = match options.split_k {
+        SplitK::Off => 1,
+        SplitK::Fixed(_) | SplitK::Auto => 16,
+    };
+    let choice = select_persistent(tiles, |l| l.tile, device.sms, (m, n, k), max_splits).unwrap_or(
+        humming_spec::tiles::PersistentChoice {
+            index: 0,
+            splits: 1,
+        },
+    );
+    let t = tiles[choice.index].tile;
+    let splits = match options.split_k {
+        SplitK::Fixed(f) => f.get().min(64).min(steps),
+        _ => choice.splits,
+    };
+    let rows = m.min(persistent_rows_per_launch(&t, n, splits));
+    let tiles_out = output_tiles(&t, rows, n);
+    let programmatic = options.programmatic_launch && device.capability >= 90;
+    let ctas = tiles_out.saturating_mul(splits).min(device.sms).max(1);
+    ordered_plan(
+        choice.index,
+        t,
+        splits,
+        (rows, n),
+        ctas,
+        programmatic,
+        options,
+    )
+}
+
+/// The plan of a launch whose `splits` K splits (if more than one) are summed in split order through
+/// the workspace, with programmatic launch where asked and the next kernel let in at the start only
+/// with `DependentTrigger::AtStart` (the MoE and persistent launches).
+fn ordered_plan(
+    tile_index: usize,
+    t: TileConfig,
+    splits: usize,
+    (rows, n): (usize, usize),
+    ctas: usize,
+    programmatic: bool,
+    options: &LaunchOptions,
+) -> LaunchPlan {
+    let (workspace_floats, tickets) = if splits > 1 {
+        workspace_size(&t, rows, n, splits)
+    } else {
+        (0, 0)
+    };
+    LaunchPlan {
+        tile_index,
+        tile: t,
+        splits,
+        stream_k: None,
+        reduction: if splits > 1 {
+            KReduction::Ordered
+        } else {
+            KReduction::None
+        },
+        programmatic,
+        early_trigger: programmatic && options.dependent_trigger == DependentTrigger::AtStart,
+        ctas,
+        workspace_floats,
+        tickets,
+    }
+}
+
+/// Rows of one launch of persistent tile `t` on `n` channels with `splits` K splits: the kernel's work
+/// units (output tiles x splits) are an int, and row tiles stay within 65535 as for the other tiles;
+/// longer M is launched in chunks.
+pub fn persistent_rows_per_launch(t: &TileConfig, n: usize, splits: usize) -> usize {
+    let per_row_tile = n
+        .div_ceil(t.block_n.max(1) as usize)
+        .saturating_mul(splits.max(1))
+        .max(1);
+    ((i32::MAX as usize / per_row_tile).clamp(1, 65535)).saturating_mul(t.block_m as usize)
 }
 
 /// Plans a MoE launch: the `mma.sync` tile of `block_m` rows, a grid of `grid_rows` rows (all the
@@ -200,27 +292,16 @@ pub fn plan_moe(
     };
     let programmatic =
         options.programmatic_launch && device.capability >= 90 && info.ctas_per_sm <= 2;
-    let (workspace_floats, tickets) = if splits > 1 {
-        workspace_size(&t, grid_rows, n, splits)
-    } else {
-        (0, 0)
-    };
-    Some(LaunchPlan {
+    let ctas = output_tiles(&t, grid_rows, n).saturating_mul(splits);
+    Some(ordered_plan(
         tile_index,
-        tile: t,
+        t,
         splits,
-        stream_k: None,
-        reduction: if splits > 1 {
-            KReduction::Ordered
-        } else {
-            KReduction::None
-        },
+        (grid_rows, n),
+        ctas,
         programmatic,
-        early_trigger: programmatic && options.dependent_trigger == DependentTrigger::AtStart,
-        ctas: output_tiles(&t, grid_rows, n).saturating_mul(splits),
-        workspace_floats,
-        tickets,
-    })
+        options,
+    ))
 }
 
 /// The tile a launch uses ([`select_launch_tile`] with this runtime's split rule).

@@ -203,7 +203,7 @@ fn parse_scale(
 }
 
 fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
-    let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S, mma = sync | wgmma, ctas_per_sm = C)`";
+    let usage = "`tile(block = (M, N, K), warp = (M, N, K), stages = S, mma = sync | wgmma | wgmma_ss, ctas_per_sm = C)`";
     let Value::Call(call, args, _) = v else {
         errs.push(
             v.span(),
@@ -289,12 +289,13 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
             }
             "mma" => {
                 slot_dup(mma.is_some(), errs);
-                let allowed = "`sync` or `wgmma`";
+                let allowed = "`sync`, `wgmma` or `wgmma_ss`";
                 let i = ident_of(val, "mma", allowed, errs)?;
                 spans.mma = i.span();
                 mma = Some(match i.to_string().as_str() {
                     "sync" => Mma::Sync,
                     "wgmma" => Mma::Wgmma,
+                    "wgmma_ss" => Mma::WgmmaSs,
                     other => {
                         errs.push(
                             i.span(),
@@ -335,7 +336,10 @@ fn parse_tile(v: &Value, errs: &mut Errors) -> Option<(TileConfig, TileSpans)> {
     // Omitted warp: (block M, 64, 64), or for wgmma (block M, block N / 4, 64): one warpgroup along
     // N; two (block N / 8) where one would keep more than 128 f32 accumulators per thread (block M x
     // warp N > 4096) and two would not, e.g. (256, 128, 64) -> warp (256, 16, 64).
-    let warp = warp.unwrap_or(if mma == Some(Mma::Wgmma) {
+    // wgmma_ss: (block M, block N / 2, block K), two consumer warpgroups.
+    let warp = warp.unwrap_or(if mma == Some(Mma::WgmmaSs) {
+        [block[0], (block[1] / 2).max(1), block[2]]
+    } else if mma == Some(Mma::Wgmma) {
         let one = (block[1] / 4).max(1);
         let two = (block[1] / 8).max(1);
         let fits = |wn: u16| block[0] as u32 * wn as u32 <= WGMMA_MAX_M_X_WARP_N;

@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::model::*;
 
 pub(super) fn check_tile(t: &TileConfig, a: DType, sp: &TileSpans, errs: &mut Errors) {
-    if t.mma == Mma::Wgmma {
+    if t.mma != Mma::Sync {
         // Its own, stricter rules, with messages that name them (check_wgmma_tile).
         return;
     }
@@ -198,6 +198,117 @@ pub(super) fn check_wgmma_tile(
         0
     };
     check_tile_smem(smem, span, errs);
+}
+
+/// Rules of a persistent (`wgmma_ss`) tile: a kernel the persistent kernel serves
+/// ([`crate::tiles::persistent_allowed`]) with `sm_90a` among its targets; block (M, N, 128) with M a
+/// wgmma N ([`crate::tiles::PERSISTENT_BLOCK_M`]) and N = 2 x warp N; warp (block M, 64 or 128, 128):
+/// two consumer warpgroups; at most 128 f32 accumulators per thread (64 per set with block scales, which
+/// keep two); block scales' N extent a multiple of warp N (one block scale per warpgroup); 2 to 16
+/// stages; one CTA per SM; within the shared memory of a CTA.
+pub(super) fn check_persistent_tile(
+    spec: &KernelSpec,
+    t: &TileConfig,
+    span: &TileSpans,
+    errs: &mut Errors,
+) {
+    if !spec.archs.contains(Arch::Sm90a) {
+        errs.push(
+            span.mma,
+            "`mma = wgmma_ss` needs `sm_90a` in `arch` (wgmma exists on sm_90a only)",
+        );
+    }
+    if !crate::tiles::persistent_allowed(spec) {
+        errs.push(
+            span.mma,
+            format!(
+                "`mma = wgmma_ss` tiles are generated for dense W8A8 FP8 (weights in A's own float code) under channel, tensor or block scales of K extent {} and N extent a multiple of 64, without a gated epilogue; this kernel (`a: {}, b: {}`) is not one",
+                crate::tiles::PERSISTENT_BLOCK_K,
+                spec.a,
+                spec.b
+            ),
+        );
+        return;
+    }
+    let bk = crate::tiles::PERSISTENT_BLOCK_K;
+    if t.block_k != bk {
+        errs.push(
+            span.block[2],
+            format!("a wgmma_ss tile takes {bk} codes of K per stage (one 128-byte swizzle row): block K must be {bk}, found {}", t.block_k),
+        );
+        return;
+    }
+    if t.warp_m != t.block_m || !matches!(t.warp_n, 64 | 128) || t.warp_k != bk {
+        let at = if t.warp_m != t.block_m {
+            span.warp[0]
+        } else if !matches!(t.warp_n, 64 | 128) {
+            span.warp[1]
+        } else {
+            span.warp[2]
+        };
+        errs.push(
+            at,
+            format!(
+                "a wgmma_ss tile has two consumer warpgroups, each over all block M rows and 64 or 128 channels: warp must be ({}, 64 or 128, {bk}), found ({}, {}, {})",
+                t.block_m, t.warp_m, t.warp_n, t.warp_k
+            ),
+        );
+        return;
+    }
+    if t.block_n != 2 * t.warp_n {
+        errs.push(
+            span.block[1],
+            format!(
+                "a wgmma_ss tile has two consumer warpgroups along N: block N must be 2 x warp N = {}, found {}",
+                2 * t.warp_n,
+                t.block_n
+            ),
+        );
+        return;
+    }
+    if !crate::tiles::PERSISTENT_BLOCK_M.contains(&t.block_m) {
+        errs.push(
+            span.block[0],
+            format!(
+                "a wgmma_ss tile's block M is the N of its wgmma: one of {:?}, found {}",
+                crate::tiles::PERSISTENT_BLOCK_M,
+                t.block_m
+            ),
+        );
+        return;
+    }
+    let promote = crate::layout::act_scale_group(spec) > 0;
+    let accumulators = crate::tiles::persistent_accumulators(t, promote);
+    if accumulators > 128 {
+        errs.push(
+            span.block[0],
+            format!(
+                "this wgmma_ss tile keeps {accumulators} f32 accumulators per thread (block M x warp N / 128{}); at most 128",
+                if promote { ", twice with block scales: each stage's sums are promoted" } else { "" }
+            ),
+        );
+    }
+    if let ScaleGranularity::Block { n, .. } = spec.scale.granularity
+        && n % t.warp_n as u32 != 0
+    {
+        errs.push(
+            span.warp[1],
+            format!("a wgmma_ss warpgroup's {} channels take one block scale per stage: the block's N extent ({n}) must be a multiple of warp N", t.warp_n),
+        );
+    }
+    if !(2..=16).contains(&t.stages) {
+        errs.push(
+            span.stages,
+            format!("a wgmma_ss tile needs 2 to 16 stages; found {}", t.stages),
+        );
+    }
+    if t.ctas_per_sm > 1 {
+        errs.push(
+            span.ctas,
+            "a wgmma_ss tile runs one persistent CTA per SM: drop `ctas_per_sm` or set it to 1",
+        );
+    }
+    check_tile_smem(crate::resources::smem_bytes(spec, t), span, errs);
 }
 
 /// `ctas_per_sm` (when given, on a tile that passed every other rule): the registers it leaves each

@@ -1,0 +1,8 @@
+humming::gemm! {
+    pub kernel W {
+        a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a],
+        tiles: [tile(block = (16, 128, 128), stages = 20, mma = wgmma_ss)],
+    }
+}
+
+fn main() {}
