@@ -54,7 +54,7 @@
 //! Without a GPU it prints `no GPU: <reason>` and exits 0. A failed correctness check makes the exit
 //! status 1 (after everything was measured and written).
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaSlice, CudaStream};
 use humming::act_quant::{ActScale, quantize_activations};
@@ -72,52 +72,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
 
-humming::gemm! {
-    /// W4A16, the side-by-side with humming-kernels' "uint4" (symmetric, group 128, fp16).
-    pub kernel W4A16 { a: f16, b: i4, scale: group(128, f16) }
-
-    /// The bf16 twin of `W4A16`.
-    pub kernel W4A16Bf16 { a: bf16, b: i4, scale: group(128, bf16) }
-
-    /// Unsigned 4-bit codes without a zero point (`w = s · q`): the same bytes as `W4A16`.
-    pub kernel W4A16U4 { a: f16, b: u4, scale: group(128, f16) }
-
-    /// FP8 weight-only (W8A16): e4m3 weights, one f16 scale per output channel (humming-kernels'
-    /// "float8e4m3" with a channel scale).
-    pub kernel W8A16E4m3 { a: f16, b: e4m3, scale: channel(f16) }
-
-    /// MXFP4 (OCP Microscaling): e2m1 weights, a ue8m0 (power of two) scale per 32 along K.
-    pub kernel Mxfp4 { a: f16, b: e2m1, scale: group(32, ue8m0) }
-
-    /// NVFP4: e2m1 weights, an e4m3 scale per 16 along K and one f32 tensor scale.
-    pub kernel Nvfp4 { a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32) }
-
-    /// MXFP8: e4m3 weights, a ue8m0 scale per 32 along K.
-    pub kernel Mxfp8 { a: f16, b: e4m3, scale: group(32, ue8m0) }
-
-    /// MXFP6: e2m3 weights, a ue8m0 scale per 32 along K.
-    pub kernel Mxfp6 { a: f16, b: e2m3, scale: group(32, ue8m0) }
-
-    /// W4A8 FP8: e4m3 activations (quantized per token by the runtime), symmetric 4-bit weights,
-    /// group 128 (humming-kernels' "w4a8_uint4g128_fp8e4m3_tok").
-    pub kernel W4A8 { a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a] }
-
-    /// W4A8 INT8: i8 activations per token, symmetric 4-bit weights, group 128 ("w4a8_uint4g128_int8_tok").
-    pub kernel W4A8Int8 { a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a] }
-
-    /// W8A8 FP8: e4m3 weights with a channel scale, e4m3 activations per token ("w8a8_fp8e4m3_channel_tok").
-    pub kernel W8A8Fp8 { a: e4m3, b: e4m3, c: f16, scale: channel(f32), arch: [sm_90a] }
-
-    /// W8A8 FP8 DeepSeek-V3 style: 128 x 128 weight blocks, activations per 1 x 128 group
-    /// ("w8a8_fp8e4m3_block128x128_g128").
-    pub kernel W8A8Fp8Block { a: e4m3, b: e4m3, c: f16, scale: block(128, 128, f32), arch: [sm_90a] }
-
-    /// GGUF Q4_K: 4-bit codes, 6-bit integer scales and mins per 32 along K under f16 factors per
-    /// 256 (`d · sc · q − dmin · m`). humming-kernels has no counterpart.
-    pub kernel Q4K { a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float }
-}
-
 mod common;
+use common::bench_kernels::*;
 use common::bench_merge::merge;
 use common::bench_report::{
     DeviceInfo, Report, Row, Stats, finite, plot_kernel, table_header, table_line, write_json,
@@ -126,85 +82,6 @@ use common::device::{cublas, cublas_gemm, upload_copies};
 use common::host::{quantize_parallel, random_matrix, threads, to_elements};
 use common::lt_fp8;
 use common::timing::{Res, copy_bandwidth, replay};
-
-/// The kernels `--kernels` can pick.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Kernel {
-    /// `a: f16, b: i4, scale: group(128, f16)` (the main one).
-    W4a16,
-    /// `a: bf16, b: i4, scale: group(128, bf16)`.
-    W4a16Bf16,
-    /// `a: f16, b: u4, scale: group(128, f16)`.
-    W4a16U4,
-    /// `a: f16, b: e4m3, scale: channel(f16)` (humming-kernels' "float8e4m3", channel scale).
-    #[value(name = "w8a16_e4m3")]
-    W8a16E4m3,
-    /// `a: f16, b: e2m1, scale: group(32, ue8m0)`.
-    #[value(name = "mxfp4")]
-    Mxfp4,
-    /// `a: f16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)`.
-    #[value(name = "nvfp4")]
-    Nvfp4,
-    /// `a: f16, b: e4m3, scale: group(32, ue8m0)`.
-    #[value(name = "mxfp8")]
-    Mxfp8,
-    /// `a: f16, b: e2m3, scale: group(32, ue8m0)`.
-    #[value(name = "mxfp6")]
-    Mxfp6,
-    /// GGUF Q4_K: `a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float`
-    /// (no humming-kernels counterpart).
-    #[value(name = "q4_k")]
-    Q4K,
-    /// `a: e4m3, b: i4, c: f16, scale: group(128, f16)` (W4A8 FP8).
-    #[value(name = "w4a8")]
-    W4a8,
-    /// `a: i8, b: i4, c: f16, scale: group(128, f16)` (W4A8 INT8).
-    #[value(name = "w4a8_int8")]
-    W4a8Int8,
-    /// `a: e4m3, b: e4m3, c: f16, scale: channel(f32)` (W8A8 FP8).
-    #[value(name = "w8a8_fp8")]
-    W8a8Fp8,
-    /// `a: e4m3, b: e4m3, c: f16, scale: block(128, 128, f32)` (W8A8 FP8, 1 x 128 activation groups).
-    #[value(name = "w8a8_fp8_block")]
-    W8a8Fp8Block,
-}
-
-impl Kernel {
-    fn name(self) -> &'static str {
-        match self {
-            Kernel::W4a16 => "w4a16",
-            Kernel::W4a16Bf16 => "w4a16-bf16",
-            Kernel::W4a16U4 => "w4a16-u4",
-            Kernel::W8a16E4m3 => "w8a16_e4m3",
-            Kernel::Mxfp4 => "mxfp4",
-            Kernel::Nvfp4 => "nvfp4",
-            Kernel::Mxfp8 => "mxfp8",
-            Kernel::Mxfp6 => "mxfp6",
-            Kernel::Q4K => "q4_k",
-            Kernel::W4a8 => "w4a8",
-            Kernel::W4a8Int8 => "w4a8_int8",
-            Kernel::W8a8Fp8 => "w8a8_fp8",
-            Kernel::W8a8Fp8Block => "w8a8_fp8_block",
-        }
-    }
-    fn spec(self) -> KernelSpec {
-        match self {
-            Kernel::W4a16 => W4A16::DESCRIPTOR,
-            Kernel::W4a16Bf16 => W4A16Bf16::DESCRIPTOR,
-            Kernel::W4a16U4 => W4A16U4::DESCRIPTOR,
-            Kernel::W8a16E4m3 => W8A16E4m3::DESCRIPTOR,
-            Kernel::Mxfp4 => Mxfp4::DESCRIPTOR,
-            Kernel::Nvfp4 => Nvfp4::DESCRIPTOR,
-            Kernel::Mxfp8 => Mxfp8::DESCRIPTOR,
-            Kernel::Mxfp6 => Mxfp6::DESCRIPTOR,
-            Kernel::Q4K => Q4K::DESCRIPTOR,
-            Kernel::W4a8 => W4A8::DESCRIPTOR,
-            Kernel::W4a8Int8 => W4A8Int8::DESCRIPTOR,
-            Kernel::W8a8Fp8 => W8A8Fp8::DESCRIPTOR,
-            Kernel::W8a8Fp8Block => W8A8Fp8Block::DESCRIPTOR,
-        }
-    }
-}
 
 /// A weight shape `NxK`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -812,6 +689,10 @@ fn run(args: &Args) -> Res<ExitCode> {
                 Kernel::W8a8Fp8 => bench_kernel::<W8A8Fp8, f16>(&env, kernel, shape, &w, &a),
                 Kernel::W8a8Fp8Block => {
                     bench_kernel::<W8A8Fp8Block, f16>(&env, kernel, shape, &w, &a)
+                }
+                Kernel::W8a8Fp8Ss => bench_kernel::<W8A8Fp8Ss, f16>(&env, kernel, shape, &w, &a),
+                Kernel::W8a8Fp8BlockSs => {
+                    bench_kernel::<W8A8Fp8BlockSs, f16>(&env, kernel, shape, &w, &a)
                 }
             };
             match rows {

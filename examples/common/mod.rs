@@ -6,7 +6,7 @@
 //! - [`host`]: seeded random matrices and parallel quantization;
 //! - [`device`]: rotating copies of packed weights, cuBLAS on unquantized weights; [`lt_fp8`]:
 //!   cuBLASLt FP8, the anchor of 8-bit activations;
-//! - [`bench_report`]: the benchmark's JSON, table and charts; [`bench_merge`]: its merge with
+//! - [`bench_kernels`]: the benchmark's kernels; [`bench_report`]: its JSON, table and charts; [`bench_merge`]: its merge with
 //!   humming-kernels;
 //! - [`moe_report`]: the MoE benchmark's JSON and table, and its merge with humming-kernels;
 //! - [`gguf_tokenizer`]: a `tokenizers` tokenizer from a GGUF file's vocabulary;
@@ -23,6 +23,7 @@
 // Each example uses a part of these modules.
 #![allow(dead_code)]
 
+pub mod bench_kernels;
 pub mod bench_merge;
 pub mod bench_report;
 pub mod bench_tokens;
