@@ -11,6 +11,8 @@
 //! - `gpu_persistent_plain_store`: a row stride of C that TMA cannot store (ldc % 8 != 0): the kernel
 //!   stores from registers; the columns between rows stay untouched; M = 0 launches nothing.
 //! - `gpu_persistent_layout`: weights uploaded for the fragment layout are refused, C untouched.
+//! - `gpu_persistent_batch_invariance`: on one declared tile with 2 pinned splits, rows computed
+//!   within M = 77 equal the same rows computed alone, bit for bit.
 //!
 //! Without a GPU (or off compute capability 9.0) every test prints that it was skipped and passes.
 
@@ -235,5 +237,57 @@ fn gpu_persistent_layout() {
         back.iter().all(|&b| b == POISON),
         "{name}: C written after an error"
     );
+    eprintln!("{name}: pass");
+}
+
+/// Batch invariance on one persistent tile with pinned splits: rows computed within M = 77 equal the
+/// same rows computed alone, bit for bit.
+#[test]
+fn gpu_persistent_batch_invariance() {
+    let name = "gpu_persistent_batch_invariance";
+    let Some(s) = hopper(name) else { return };
+    let mut rng = Rng::new(seed());
+    let mut gemm = Gemm::<f16, f16>::load::<SsTensor256>(&s).expect("load");
+    let mut o = gemm.options();
+    o.split_k = humming::cuda::SplitK::Fixed(std::num::NonZeroUsize::new(2).unwrap());
+    gemm.set_options(o);
+    let (m, n, k) = (77, 320, 1024);
+    let w = QuantizedWeights::quantize(
+        &SsTensor256::DESCRIPTOR,
+        n,
+        k,
+        &random_weights(&mut rng, n, k),
+    )
+    .expect("quantize");
+    let dw = gemm.upload(&w).expect("upload");
+    let bias = s
+        .clone_htod(
+            &(0..n)
+                .map(|_| f16::from_f32(rng.uniform()))
+                .collect::<Vec<_>>(),
+        )
+        .expect("bias");
+    let a_host: Vec<f16> = (0..m * k).map(|_| f16::from_f32(rng.uniform())).collect();
+    let run = |a: &[f16], rows: usize| -> Vec<u16> {
+        let a = s.clone_htod(a).expect("A");
+        let mut c = s
+            .clone_htod(&vec![f16::from_bits(POISON); rows * n])
+            .expect("C");
+        gemm.run(&a, rows, &dw, Some(&bias), &mut c).expect("run");
+        s.clone_dtoh(&c)
+            .expect("C")
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    let all = run(&a_host, m);
+    for r in [0, 1, 40, 76] {
+        let alone = run(&a_host[r * k..(r + 1) * k], 1);
+        assert_eq!(
+            alone,
+            all[r * n..(r + 1) * n],
+            "{name}: row {r} alone differs from row {r} of M = {m}"
+        );
+    }
     eprintln!("{name}: pass");
 }
