@@ -57,12 +57,10 @@ use crate::quant::{
     QuantizedWeights, ZeroPoints, check_spec, code_value_of, from_bits16, groups_of,
     is_integer_classic, round_to_format, scale_index, scale2_index, to_bits16,
 };
+use humming_spec::Lowered;
 use humming_spec::ScaleGranularity;
 use humming_spec::layout::WeightLayout;
-use humming_spec::layout::{
-    act8_k_order, b_scale_group, bit_parts, carried_shift, channel_factor, float4_sign_bits,
-    glu_source, grid_dtype, is_8bit_activation, normalized_scales, scale_on_b,
-};
+use humming_spec::layout::{act8_k_order, bit_parts, glu_source};
 use humming_spec::{DType, KernelSpec};
 
 /// Weights in the kernel's layout (see the module doc), ready to be copied to the device as is.
@@ -127,19 +125,15 @@ fn xor_of(spec: &KernelSpec) -> u32 {
 
 /// Visits every element of the packed layout: `f(word, bit, width, part_offset, n, k)`.
 fn for_each_slot(
-    spec: &KernelSpec,
+    l: &Lowered,
     n: usize,
     k: usize,
     mut f: impl FnMut(usize, u32, u32, u32, usize, usize),
 ) {
-    let bits = spec.b.bits();
+    let bits = l.spec.b.bits();
     // Kernels with 8-bit activations read each slab in another K order (layout::act8_k_order).
     let order = |p: usize| {
-        if is_8bit_activation(spec.a) {
-            act8_k_order(p)
-        } else {
-            p
-        }
+        if l.act8 { act8_k_order(p) } else { p }
     };
     let parts = bit_parts(bits);
     let unit_words = 128 * bits as usize;
@@ -183,11 +177,12 @@ impl QuantizedWeights {
         let (n, k) = (self.n, self.k);
         check_tiling(n, k)?;
         let bits = self.bits();
+        let l = self.spec.lower();
         let mut words = vec![0u32; n * k * bits as usize / 32];
-        let sign_bits = float4_sign_bits(grid_dtype(&self.spec), self.spec.b);
+        let sign_bits = l.float4_sign_bits;
         // Kernel channel c holds declared row src(c) (the gated epilogues' order; else c).
         let src = |c: usize| glu_source(self.spec.epilogue, n, c);
-        for_each_slot(&self.spec, n, k, |word, bit, s, off, nn, kx| {
+        for_each_slot(&l, n, k, |word, bit, s, off, nn, kx| {
             let stored = stored_code(&self.spec, self.codes[src(nn) * k + kx]);
             words[word] |= match sign_bits {
                 // 4-bit floats: the field at 3j, the sign at its own bit (float4_sign_bits).
@@ -199,7 +194,7 @@ impl QuantizedWeights {
             };
         });
         let b = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let dt = grid_dtype(&self.spec);
+        let dt = l.grid_dtype;
         let permute = |vals: Vec<f64>| -> Vec<u16> {
             let mut out = vec![0u16; vals.len()];
             for i in 0..vals.len() {
@@ -208,7 +203,7 @@ impl QuantizedWeights {
             }
             out
         };
-        let (grid, zgrid, channel) = self.device_scales()?;
+        let (grid, zgrid, channel) = self.device_scales(&l)?;
         let channel = (0..channel.len()).map(|c| channel[src(c)]).collect();
         let scales = permute(grid);
         let zeros = match &self.zeros {
@@ -267,7 +262,7 @@ impl QuantizedWeights {
             }
             ch
         } else {
-            self.device_scales()?.2
+            self.device_scales(&self.spec.lower())?.2
         };
         Ok(PackedWeights {
             n,
@@ -290,11 +285,11 @@ impl QuantizedWeights {
     /// before rounding to A's dtype, and the f32 channel factors `[N]`. Two-level scales and offsets
     /// enter the grids as their products `s * s2` and `m * f` (each rounded once to A's dtype, the value
     /// a product in registers would give).
-    fn device_scales(&self) -> Result<(Vec<f64>, Vec<f64>, Vec<f32>)> {
+    fn device_scales(&self, l: &Lowered) -> Result<(Vec<f64>, Vec<f64>, Vec<f32>)> {
         let spec = &self.spec;
         let (n, k) = (self.n, self.k);
         let pow2 = |e: i32| 2f64.powi(e);
-        let carried = pow2(carried_shift(spec));
+        let carried = pow2(l.carried_shift);
         let group_s2 = matches!(
             spec.scale2.map(|s| s.granularity),
             Some(ScaleGranularity::Group { .. })
@@ -302,8 +297,8 @@ impl QuantizedWeights {
         let mut ch = vec![1f64; n];
         let mut grid = Vec::new();
         let mut zgrid = Vec::new();
-        if scale_on_b(spec) {
-            let g = b_scale_group(spec) as usize;
+        if l.scale_on_b {
+            let g = l.b_scale_group as usize;
             let rows = if g == 0 { 1 } else { k.div_ceil(g) };
             let two_level = match &self.zeros {
                 ZeroPoints::FloatTwoLevel { offsets, factors } => Some((offsets, factors)),
@@ -311,7 +306,7 @@ impl QuantizedWeights {
             };
             // A cell whose codes are all zero contributes nothing whatever its scale: it neither
             // sets the channel's power of two nor keeps its scale (0 in the grid).
-            let normalized = normalized_scales(spec);
+            let normalized = l.normalized_scales;
             let extent = if g == 0 { k } else { g };
             grid = vec![0f64; rows * n];
             zgrid = vec![0f64; if two_level.is_some() { rows * n } else { 0 }];
@@ -342,7 +337,7 @@ impl QuantizedWeights {
                 }
             }
             if normalized {
-                let gd = grid_dtype(spec);
+                let gd = l.grid_dtype;
                 let (a_max, a_min_normal) = (gd.max_finite(), pow2(1 - gd.exponent_bias()));
                 let q_max = spec.b.max_finite().max(-spec.b.min_finite()).max(1.0);
                 for (col, c) in ch.iter_mut().enumerate() {
@@ -386,14 +381,14 @@ impl QuantizedWeights {
             }
             for (i, v) in grid.iter_mut().enumerate() {
                 *v *= carried;
-                if !round_to_format(*v, grid_dtype(spec)).is_finite() {
+                if !round_to_format(*v, l.grid_dtype).is_finite() {
                     return Err(invalid(
                         "scales",
                         format!(
                             "scale row {} of channel {} is beyond {}'s range once the channel's power of two is factored out",
                             i / n,
                             i % n,
-                            grid_dtype(spec)
+                            l.grid_dtype
                         ),
                     ));
                 }
@@ -403,7 +398,7 @@ impl QuantizedWeights {
                 *c = f64::from(self.scales[scale_index(spec, n, k, col, 0)]) * carried;
             }
         }
-        if !channel_factor(spec) {
+        if !l.channel_factor {
             return Ok((grid, zgrid, Vec::new()));
         }
         if !group_s2 {
@@ -488,7 +483,8 @@ impl PackedWeights {
             .collect();
         let mut codes = vec![0u8; nk];
         let src = |c: usize| glu_source(spec.epilogue, n, c);
-        for_each_slot(spec, n, k, |word, bit, s, off, nn, kx| {
+        let l = spec.lower();
+        for_each_slot(&l, n, k, |word, bit, s, off, nn, kx| {
             let v = (words[word] >> bit) & ((1 << s) - 1);
             codes[src(nn) * k + kx] |= (v << off) as u8;
         });
@@ -497,8 +493,7 @@ impl PackedWeights {
             codes.iter_mut().for_each(|c| *c ^= xor);
         }
         let rows = groups_of(spec, k);
-        let dt = grid_dtype(spec);
-        let on_b = scale_on_b(spec);
+        let (dt, on_b) = (l.grid_dtype, l.scale_on_b);
         let (want_s, got_s) = if on_b {
             (rows * n, self.scales.len())
         } else {

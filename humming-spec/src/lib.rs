@@ -18,6 +18,7 @@ pub mod cache;
 pub mod codegen;
 pub mod dtype;
 pub mod layout;
+pub mod lowered;
 pub mod model;
 pub mod parse;
 pub mod resources;
@@ -26,6 +27,7 @@ pub mod tokens;
 pub mod validate;
 
 pub use dtype::DType;
+pub use lowered::Lowered;
 pub use model::*;
 
 use proc_macro2::TokenStream;

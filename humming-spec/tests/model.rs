@@ -813,3 +813,25 @@ fn persistent_launch_choice() {
         .is_none()
     );
 }
+
+/// The lowered spec holds the derived facts the generator and the packer read.
+#[test]
+fn lowered_facts() {
+    let l = spec(SS_BLOCK).lower();
+    assert!(l.act8 && l.scale_on_b && l.normalized_scales && l.channel_factor);
+    assert_eq!(
+        (l.a_bytes, l.b_scale_group, l.act_scale_group, l.block_n),
+        (1, 128, 128, 128)
+    );
+    assert_eq!(l.grid_dtype, DType::BF16);
+    assert_eq!(l.tiles, tiles_of(&l.spec));
+    let w = spec("a: f16, b: e2m1, scale: group(32, ue8m0)").lower();
+    assert!(!w.act8 && w.scale_on_b && w.float4_sign_bits.is_some());
+    assert_eq!(
+        (w.a_bytes, w.b_scale_group, w.act_scale_group, w.block_n),
+        (2, 32, 0, 0)
+    );
+    assert_eq!((w.float_shift, w.carried_shift), (14, 14));
+    let c = spec("a: bf16, b: i8, scale: channel").lower();
+    assert!(!c.scale_on_b && c.channel_factor && c.float4_sign_bits.is_none());
+}

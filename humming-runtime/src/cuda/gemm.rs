@@ -21,7 +21,6 @@ use humming_spec::abi::{
 use humming_spec::codegen::{combine_entry_name, entry_name, quant_entry_name, route_entry_name};
 use humming_spec::layout::{WeightLayout, c_columns, is_8bit_activation};
 use humming_spec::resources::{atomic_split_k, smem_bytes, staged_epilogue};
-use humming_spec::tiles::tiles_of;
 use humming_spec::{KernelSpec, Layout, Mma};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -217,12 +216,9 @@ impl<A: Element, C: Element> Gemm<A, C> {
         source: &str,
         image: &[u8],
     ) -> Result<Self> {
+        let lowered = spec.lower();
         // 8-bit activations: the caller hands in 16-bit A of C's dtype, which `run` quantizes.
-        let a_in = if is_8bit_activation(spec.a) {
-            spec.c
-        } else {
-            spec.a
-        };
+        let a_in = if lowered.act8 { spec.c } else { spec.a };
         if a_in != A::DTYPE || spec.c != C::DTYPE {
             return Err(invalid(
                 "spec",
@@ -282,7 +278,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let mut tiles = Vec::new();
         let mut infos = Vec::new();
         let mut wgmma_skipped = 0;
-        let all = tiles_of(&spec);
+        let all = lowered.tiles;
         let fits = |t: &humming_spec::TileConfig| smem_bytes(&spec, t) + STATIC_SMEM_BYTES <= optin;
         // Persistent tiles read their own packed layout: where one loads, it serves every launch.
         let persistent = cap == 90 && all.iter().any(|t| t.persistent() && fits(t));
@@ -367,7 +363,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         } else {
             None
         };
-        let quant = if is_8bit_activation(spec.a) {
+        let quant = if lowered.act8 {
             let entry = quant_entry_name(&spec);
             Some(module.load_function(&entry).map_err(|e| Error::Driver {
                 context: format!("finding entry {entry} of {name}"),
