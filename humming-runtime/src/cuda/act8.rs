@@ -7,8 +7,9 @@
 //! for a static tensor scale, or to reuse the codes.
 
 use super::driver;
-use super::gemm::{ActInput, DeviceWeights, Gemm, Launcher, optional_ptr};
+use super::gemm::{ActInput, DeviceWeights, Gemm, Launcher};
 use super::plan::{LaunchShape, check_launch};
+use super::weights::optional_ptr;
 use crate::act_quant::{ActScale, QuantizedActivations};
 use crate::error::{Error, Result, invalid};
 use crate::kernel::Element;

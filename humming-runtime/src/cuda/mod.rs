@@ -25,6 +25,7 @@ mod nvrtc;
 mod options;
 mod persistent;
 pub mod plan;
+mod weights;
 mod workspace;
 
 pub use act8::DeviceActivations;

@@ -9,8 +9,9 @@
 //! ([`Gemm::reserve`] sizes them ahead, e.g. before a CUDA graph capture).
 
 use super::driver::{self, driver_err};
-use super::gemm::{DeviceWeights, Gemm, Launcher, flag, optional_ptr};
+use super::gemm::{DeviceWeights, Gemm, Launcher, flag};
 use super::plan::{KReduction, LaunchPlan, plan_moe};
+use super::weights::optional_ptr;
 use crate::error::{Error, Result, invalid};
 use crate::kernel::Element;
 use crate::moe::{IndexedRouting, expected_row_tiles, moe_block_m, route_capacity};
