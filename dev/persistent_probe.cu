@@ -217,6 +217,30 @@ static bool g_time = true;
 static float* g_workspace = nullptr;  // split-K partials
 static int* g_locks = nullptr;  // false: the correctness checks only (e.g. under compute-sanitizer)
 
+// The parameters of a launch on copy `i` of a problem; `tma_store`: C by TMA stores (else plain stores).
+template <class Tl, int kCRows>
+static GemmParams params(const Problem& pr, int i, int raster, int splits, bool tma_store) {
+  GemmParams p;
+  std::memset(&p, 0, sizeof(p));
+  encode(&p.a_map, pr.a[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, pr.k, pr.m, pr.k, 128, Tl::BM);
+  encode(&p.b_map, pr.b[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, pr.k, pr.n, pr.k, 128, Tl::BN);
+  if (tma_store)
+    encode(&p.c_map, pr.c, CU_TENSOR_MAP_DATA_TYPE_UINT16, pr.n, pr.m, static_cast<uint64_t>(pr.n) * 2, 64, kCRows);
+  p.a = pr.a[i];
+  p.b = pr.b[i];
+  p.scales = pr.bs;
+  p.channel = pr.ch;
+  p.c = pr.c;
+  p.m = pr.m, p.n = pr.n, p.k = pr.k, p.lda = pr.k, p.ldc = pr.n;
+  p.flags = tma_store ? kFlagTmaStoreC : 0;
+  p.experts = 1, p.top_k = 1;
+  p.a_scales = pr.as[i];
+  p.a_scale_stride = pr.block ? (pr.k + 127) / 128 : 1;
+  p.raster = raster;
+  p.workspace = g_workspace, p.locks = g_locks, p.splits = splits;
+  return p;
+}
+
 template <class Q, class Tl>
 static void run_variant(const char* name, Problem& pr, int raster, cudaStream_t st, int splits = 1) {
   using Kt = Persistent<Q, Tl, CodeE4M3>;
@@ -225,33 +249,7 @@ static void run_variant(const char* name, Problem& pr, int raster, cudaStream_t 
   const int tiles = ((pr.m + Tl::BM - 1) / Tl::BM) * ((pr.n + Tl::BN - 1) / Tl::BN);
   const int grid = std::min(tiles * splits, g_sms);
   std::vector<GemmParams> ps(pr.copies);
-  for (int i = 0; i < pr.copies; ++i) {
-    GemmParams& p = ps[i];
-    std::memset(&p, 0, sizeof(p));
-    encode(&p.a_map, pr.a[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, pr.k, pr.m, pr.k, 128, Tl::BM);
-    encode(&p.b_map, pr.b[i], CU_TENSOR_MAP_DATA_TYPE_UINT8, pr.k, pr.n, pr.k, 128, Tl::BN);
-    encode(&p.c_map, pr.c, CU_TENSOR_MAP_DATA_TYPE_UINT16, pr.n, pr.m, static_cast<uint64_t>(pr.n) * 2, 64,
-           Kt::kCRows);
-    p.a = pr.a[i];
-    p.b = pr.b[i];
-    p.scales = pr.bs;
-    p.channel = pr.ch;
-    p.c = pr.c;
-    p.m = pr.m;
-    p.n = pr.n;
-    p.k = pr.k;
-    p.lda = pr.k;
-    p.ldc = pr.n;
-    p.flags = kFlagTmaStoreC;
-    p.experts = 1;
-    p.top_k = 1;
-    p.a_scales = pr.as[i];
-    p.a_scale_stride = pr.block ? (pr.k + 127) / 128 : 1;
-    p.raster = raster;
-    p.workspace = g_workspace;
-    p.locks = g_locks;
-    p.splits = splits;
-  }
+  for (int i = 0; i < pr.copies; ++i) ps[i] = params<Tl, Kt::kCRows>(pr, i, raster, splits, true);
   // Correctness: poison C (0xFFFF, a NaN in bf16), one launch, compare.
   const long long count = static_cast<long long>(pr.m) * pr.n;
   CK(cudaMemset(pr.c, 0xFF, count * 2));
@@ -278,17 +276,7 @@ static void run_plain(const char* name, Problem& pr, cudaStream_t st) {
   auto kern = probe_kernel<Q, Tl>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Kt::kSmemBytes));
   const int tiles = ((pr.m + Tl::BM - 1) / Tl::BM) * ((pr.n + Tl::BN - 1) / Tl::BN);
-  GemmParams p;
-  std::memset(&p, 0, sizeof(p));
-  encode(&p.a_map, pr.a[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, pr.k, pr.m, pr.k, 128, Tl::BM);
-  encode(&p.b_map, pr.b[0], CU_TENSOR_MAP_DATA_TYPE_UINT8, pr.k, pr.n, pr.k, 128, Tl::BN);
-  p.scales = pr.bs;
-  p.channel = pr.ch;
-  p.c = pr.c;
-  p.m = pr.m, p.n = pr.n, p.k = pr.k, p.lda = pr.k, p.ldc = pr.n, p.splits = 1, p.experts = 1, p.top_k = 1;
-  p.a_scales = pr.as[0];
-  p.a_scale_stride = pr.block ? (pr.k + 127) / 128 : 1;
-  p.raster = 8;
+  const GemmParams p = params<Tl, Kt::kCRows>(pr, 0, 8, 1, false);
   const long long count = static_cast<long long>(pr.m) * pr.n;
   CK(cudaMemset(pr.c, 0xFF, count * 2));
   kern<<<std::min(tiles, g_sms), Kt::kThreads, Kt::kSmemBytes, st>>>(p);
