@@ -1,5 +1,5 @@
 //! GPU correctness of the persistent kernel (`mma = wgmma_ss` tiles, `cuda/humming/persistent.cuh`):
-//! W8A8 FP8 with channel, tensor and block scales, each tile of the catalogue
+//! W8A8 FP8 with channel, tensor and block scales and W8A8 INT8 with channel scales, each tile of the catalogue
 //! (`humming_spec::tiles::persistent_tiles`) reached by the launches' M.
 //!
 //! - `gpu_persistent_<format>`: the 8-bit suite of `gpu_act8.rs` (`run` on 16-bit A, M in {1, 7, 16,
@@ -59,6 +59,11 @@ humming::gemm! {
     pub kernel SsBlock64 { a: e4m3, b: e4m3, c: f16, scale: block(64, 128, f32), arch: [sm_90a],
         tiles: [tile(block = (32, 128, 128), stages = 8, mma = wgmma_ss)] }
 
+    /// W8A8 INT8 (s8 wgmma, s32 accumulators), channel scales and a bias, the 16- and 128-row tiles.
+    pub kernel SsInt8 { a: i8, b: i8, c: bf16, scale: channel(f32), bias: true, arch: [sm_90a], tiles: [
+        tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 128, 128), stages = 6, mma = wgmma_ss)] }
+
     /// The same formats as SsChannel on the default tiles (the fragment layout).
     pub kernel FragChannel { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a] }
 }
@@ -94,6 +99,10 @@ fn gpu_persistent_w8a8_fp8_tensor_256_relu() {
 #[test]
 fn gpu_persistent_e5m2() {
     persistent_suite::<bf16, SsE5m2>("gpu_persistent_e5m2");
+}
+#[test]
+fn gpu_persistent_w8a8_int8() {
+    persistent_suite::<bf16, SsInt8>("gpu_persistent_w8a8_int8");
 }
 #[test]
 fn gpu_persistent_w8a8_fp8_block() {

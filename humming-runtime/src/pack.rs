@@ -225,7 +225,7 @@ impl QuantizedWeights {
     }
 
     /// Packs the weights into `layout`: [`QuantizedWeights::pack`] for [`WeightLayout::Fragments`];
-    /// for [`WeightLayout::KMajor`] (the persistent kernel's, 8-bit float codes in A's own code) the
+    /// for [`WeightLayout::KMajor`] (the persistent kernel's, 8-bit codes in A's own code) the
     /// codes as they are, `[N, K]` one byte each, block scales as given in `block_scales` (exact f32)
     /// with a channel factor of the secondary scale (1 without one), channel and tensor scales in the
     /// channel factor. N and K multiples of 64 as for the fragments (the loads stay 16-byte aligned).
@@ -242,7 +242,7 @@ impl QuantizedWeights {
             return Err(invalid(
                 "spec",
                 format!(
-                    "the K-major layout holds W8A8 FP8 weights under channel, tensor or block scales; `{spec}` is not"
+                    "the K-major layout holds W8A8 weights (e4m3, e5m2 or i8 in A's code) under channel or tensor scales, or float codes under block scales; `{spec}` is not"
                 ),
             ));
         }

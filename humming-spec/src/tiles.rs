@@ -153,18 +153,20 @@ pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
     tiles
 }
 
-/// Whether a kernel may have persistent (`wgmma_ss`) tiles: dense W8A8 FP8 (weights in A's own float
-/// code, both operands 8-bit codes in shared memory) under channel or tensor scales, or block scales of
-/// K extent 128 (one promotion per stage) and an N extent a multiple of 64; no gated epilogue.
+/// Whether a kernel may have persistent (`wgmma_ss`) tiles: dense W8A8 (weights in A's own 8-bit code,
+/// e4m3, e5m2 or i8, both operands in shared memory) under channel or tensor scales, or, for float
+/// codes, block scales of K extent 128 (one promotion per stage) and an N extent a multiple of 64; no
+/// gated epilogue.
 pub fn persistent_allowed(spec: &KernelSpec) -> bool {
     let scales = match spec.scale.granularity {
         ScaleGranularity::Channel | ScaleGranularity::Tensor => !crate::layout::scale_on_b(spec),
-        ScaleGranularity::Block { n, k } => k == PERSISTENT_BLOCK_K as u32 && n % 64 == 0,
+        ScaleGranularity::Block { n, k } => {
+            spec.a.is_float() && k == PERSISTENT_BLOCK_K as u32 && n % 64 == 0
+        }
         ScaleGranularity::Group { .. } => false,
     };
     spec.layout == Layout::Dense
         && crate::layout::is_8bit_activation(spec.a)
-        && spec.a.is_float()
         && spec.b == spec.a
         && !spec.epilogue.is_glu()
         && scales

@@ -4,7 +4,9 @@ use humming_spec::abi::PRODUCER_REGISTERS;
 use humming_spec::codegen::{entry_name, generate_cuda};
 use humming_spec::resources::{consumer_registers, min_blocks_per_sm, smem_bytes};
 use humming_spec::tiles::tiles_of;
-use humming_spec::{DType, KernelSpec, Mma, ScaleGranularity, ZeroPoint, parse_kernel_str};
+use humming_spec::{
+    DType, KernelSpec, Mma, ScaleGranularity, TileConfig, ZeroPoint, parse_kernel_str,
+};
 
 fn spec(fields: &str) -> KernelSpec {
     parse_kernel_str(fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
@@ -727,6 +729,7 @@ fn persistent_tiles_pass_the_declaration_rules() {
         SS_CHANNEL,
         SS_BLOCK,
         "a: e5m2, b: e5m2, c: bf16, scale: tensor(f32), bias: true, epilogue: relu, arch: [sm_90a]",
+        "a: i8, b: i8, c: bf16, scale: channel(f32), arch: [sm_90a]",
     ] {
         let base = spec(fields);
         assert!(persistent_allowed(&base), "{fields}");
@@ -753,7 +756,7 @@ fn persistent_tiles_pass_the_declaration_rules() {
         "a: f16, b: u4, scale: group(128, f16)",
         "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
         "a: e4m3, b: e4m3, c: bf16, scale: block(128, 64, f32), arch: [sm_90a]",
-        "a: i8, b: i8, c: bf16, scale: channel(f32), arch: [sm_90a]",
+        "a: i8, b: u4, c: bf16, scale: channel(f32), arch: [sm_90a]",
         "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), layout: moe_indexed, arch: [sm_90a]",
     ] {
         assert!(!persistent_allowed(&spec(other)), "{other}");
