@@ -269,21 +269,25 @@ fn validation_rules() {
     }
 }
 
-/// Block-scaled W8A8 FP8 takes activation groups of the block's K extent and promotes on `wgmma`
-/// tiles whose two accumulator sets fit; per-row kernels have none.
+/// Block-scaled W8A8 FP8 takes activation groups of the block's K extent and promotes; on sm_90a its
+/// default tiles are the persistent catalogue. W4A8 FP8 promotes on `wgmma` tiles whose two
+/// accumulator sets fit. Per-row kernels have no activation groups.
 #[test]
 fn activation_groups_of_block_scales() {
     use humming_spec::layout::act_scale_group;
-    use humming_spec::tiles::{act8_wgmma_promotes, act8_wgmma_tile_fits};
+    use humming_spec::tiles::{act8_wgmma_promotes, act8_wgmma_tile_fits, persistent_tiles};
     let block = spec("a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]");
     assert_eq!(act_scale_group(&block), 128);
     assert!(act8_wgmma_promotes(&block));
-    let wgmma: Vec<_> = tiles_of(&block)
-        .into_iter()
-        .filter(|t| t.mma == Mma::Wgmma)
-        .collect();
+    let of = |s: &KernelSpec, mma: Mma| -> Vec<TileConfig> {
+        tiles_of(s).into_iter().filter(|t| t.mma == mma).collect()
+    };
+    assert_eq!(of(&block, Mma::WgmmaSs), persistent_tiles(&block));
+    assert!(of(&block, Mma::Wgmma).is_empty());
+    let w4a8 = spec("a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]");
+    let wgmma = of(&w4a8, Mma::Wgmma);
     assert!(!wgmma.is_empty());
-    assert!(wgmma.iter().all(|t| act8_wgmma_tile_fits(&block, t)));
+    assert!(wgmma.iter().all(|t| act8_wgmma_tile_fits(&w4a8, t)));
     for per_row in [
         "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]",
         "a: f16, b: e4m3, scale: block(128, 128, f32)",

@@ -2,6 +2,7 @@
 // descriptor: humming.gemm.v1 a=e4m3 b=e4m3 c=bf16 scale=block128x128:f32 scale2=none zero_point=none bias=false layout=dense epilogue=none arch=sm_90a tiles=default
 // sha256:     7075e398b1309166a1f65e2bbb0120c444be1ed3acb1664f6fbc2fb1481bccf5
 #include "humming/gemm.cuh"
+#include "humming/persistent.cuh"
 #include "humming/act_quant.cuh"
 
 namespace {
@@ -90,26 +91,31 @@ humming_7075e398b1309166a1f65e2bbb0120c4_t5(const __grid_constant__ humming::Gem
   Kernel<Tile5>::run(params);
 }
 
-// tile 6: b64x128x128w64x32x64s4wgmma, 384 threads, 103424 bytes of shared memory
-using Tile6 = humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>;
-static_assert(Kernel<Tile6>::kSmemBytes == 103424u, "shared memory disagrees with the Rust resource model");
-static_assert(Kernel<Tile6>::kStaged == true, "staged epilogue disagrees with the Rust resource model");
-static_assert(Kernel<Tile6>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
-static_assert(Kernel<Tile6>::kLaunchThreads == 384, "threads disagrees with the Rust resource model");
+// tile 6: b16x128x128w16x64x128s8wgmma_ss, 384 threads, 157456 bytes of shared memory (persistent)
+using Tile6 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3>;
+static_assert(Tile6::kSmemBytes == 157456u, "shared memory disagrees with the Rust resource model");
+static_assert(Tile6::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_7075e398b1309166a1f65e2bbb0120c4_t6(const __grid_constant__ humming::GemmParams params) {
-  Kernel<Tile6>::run(params);
+  Tile6::run(params);
 }
 
-// tile 7: b128x128x64w128x16x64s4wgmma, 384 threads, 70656 bytes of shared memory
-using Tile7 = humming::Tile<128, 128, 64, 128, 16, 64, 4, true, 240>;
-static_assert(Kernel<Tile7>::kSmemBytes == 70656u, "shared memory disagrees with the Rust resource model");
-static_assert(Kernel<Tile7>::kStaged == true, "staged epilogue disagrees with the Rust resource model");
-static_assert(Kernel<Tile7>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
-static_assert(Kernel<Tile7>::kLaunchThreads == 384, "threads disagrees with the Rust resource model");
+// tile 7: b64x128x128w64x64x128s7wgmma_ss, 384 threads, 207856 bytes of shared memory (persistent)
+using Tile7 = humming::Persistent<Quant, humming::PersistentTile<64, 128, 64, 7>, humming::CodeE4M3>;
+static_assert(Tile7::kSmemBytes == 207856u, "shared memory disagrees with the Rust resource model");
+static_assert(Tile7::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_7075e398b1309166a1f65e2bbb0120c4_t7(const __grid_constant__ humming::GemmParams params) {
-  Kernel<Tile7>::run(params);
+  Tile7::run(params);
+}
+
+// tile 8: b128x128x128w128x64x128s5wgmma_ss, 384 threads, 200368 bytes of shared memory (persistent)
+using Tile8 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 5>, humming::CodeE4M3>;
+static_assert(Tile8::kSmemBytes == 200368u, "shared memory disagrees with the Rust resource model");
+static_assert(Tile8::kLaunchThreads == 384, "threads disagree with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(384, 1)
+humming_7075e398b1309166a1f65e2bbb0120c4_t8(const __grid_constant__ humming::GemmParams params) {
+  Tile8::run(params);
 }
 
 // The input quantization: 16-bit A to the kernel's codes and row (or group) scales.
