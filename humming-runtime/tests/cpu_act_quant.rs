@@ -4,7 +4,6 @@
 use humming_runtime::act_quant::{ActScale, quantize_activations};
 use humming_runtime::spec::DType;
 
-#[allow(dead_code)]
 mod gpu_common;
 use gpu_common::{Rng, seed};
 
