@@ -6,7 +6,8 @@
 #   probe   dev/persistent_probe.cu's tail cases and timings beside torch._scaled_mm ($PROBE_WHAT,
 #           $PROBE_MS, $PROBE_SHAPES)
 #   bench   examples/bench.rs on $BENCH_KERNELS over $BENCH_MS and the three shapes
-#   ncu     one probe launch under ncu ($NCU_WHAT at M = $NCU_M on $NCU_SHAPE): stall reasons
+#   ncu     one probe launch under ncu ($NCU_WHAT at M = $NCU_M on $NCU_SHAPE, the first tile the
+#           probe times there, after its correctness launch and two warm-ups): stall reasons
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out"
 steps="${STEPS:-tests probe bench ncu}"
@@ -21,7 +22,7 @@ for step in $steps; do
     bench) timeout 500 .gpu/bench --kernels "${BENCH_KERNELS:-w8a8_fp8,w8a8_fp8_ss,w8a8_fp8_block_ss}" \
              --shapes "${BENCH_SHAPES:-8192x8192,28672x4096,4096x14336}" --ms "${BENCH_MS:-1,16,64,256,1024,4096}" \
              --out "$out/bench" > "$out/bench.log" 2>&1; echo "bench rc=$?"; grep -E "^(w4a|w8a)" "$out/bench.log" ;;
-    ncu) timeout 300 ncu --set full -k regex:probe_kernel -s 3 -c 1 -o "$out/ncu" .gpu/probe "${NCU_WHAT:-block}" \
+    ncu) PROBE_SKIP_TAILS=1 timeout 300 ncu --set full -k regex:probe_kernel -s 3 -c 1 -o "$out/ncu" .gpu/probe "${NCU_WHAT:-block}" \
            "${NCU_M:-4096}" "${NCU_SHAPE:-8192x8192}" > "$out/ncu-run.log" 2>&1
          ncu -i "$out/ncu.ncu-rep" --page details > "$out/ncu-details.txt" 2>&1
          ncu -i "$out/ncu.ncu-rep" --page source --csv --print-source sass > "$out/ncu-src.csv" 2>&1
