@@ -242,7 +242,8 @@ impl QuantizedWeights {
             return Err(invalid(
                 "spec",
                 format!(
-                    "the K-major layout holds W8A8 weights (e4m3, e5m2 or i8 in A's code) under channel or tensor scales, or float codes under block scales; `{spec}` is not"
+                    "the K-major layout holds the weights of {}; `{spec}` is not",
+                    humming_spec::tiles::PERSISTENT_FORMS
                 ),
             ));
         }

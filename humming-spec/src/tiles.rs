@@ -172,6 +172,9 @@ pub fn persistent_allowed(spec: &KernelSpec) -> bool {
         && scales
 }
 
+/// What [`persistent_allowed`] admits, in the words of the refusals that name it.
+pub const PERSISTENT_FORMS: &str = "dense W8A8 (weights in A's own 8-bit code) under channel or tensor scales, or float codes under block scales of K extent 128 and N extent a multiple of 64, without a gated epilogue";
+
 /// Codes per stage of a persistent tile: one 128-byte swizzle row.
 pub const PERSISTENT_BLOCK_K: u16 = 128;
 

@@ -765,6 +765,11 @@ fn persistent_tiles_pass_the_declaration_rules() {
     ] {
         assert!(!persistent_allowed(&spec(other)), "{other}");
     }
+    // The refusals' words name the same block K extent as the rule.
+    assert!(humming_spec::tiles::PERSISTENT_FORMS.contains(&format!(
+        "K extent {}",
+        humming_spec::tiles::PERSISTENT_BLOCK_K
+    )));
     let s = spec(&format!(
         "{SS_CHANNEL}, tiles: [tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss)]"
     ));

@@ -222,8 +222,8 @@ pub(super) fn check_persistent_tile(
         errs.push(
             span.mma,
             format!(
-                "`mma = wgmma_ss` tiles are generated for dense W8A8 (weights in A's own 8-bit code) under channel or tensor scales, or float codes under block scales of K extent {} and N extent a multiple of 64, without a gated epilogue; this kernel (`a: {}, b: {}`) is not one",
-                crate::tiles::PERSISTENT_BLOCK_K,
+                "`mma = wgmma_ss` tiles are generated for {}; this kernel (`a: {}, b: {}`) is not one",
+                crate::tiles::PERSISTENT_FORMS,
                 spec.a,
                 spec.b
             ),
