@@ -15,7 +15,7 @@ hk = json.load(open(sys.argv[-1]))
 anch = {}
 for r in hk['rows']:
     anch[(r['fmt'], r['n'], r['k'], r['m'])] = r
-pairs = [('w4a8', 'w4a8_uint4g128_fp8e4m3_tok'), ('w4a8_int8', 'w4a8_uint4g128_int8_tok'), ('w8a8_fp8', 'w8a8_fp8e4m3_channel_tok'), ('w8a8_fp8_block', 'w8a8_fp8e4m3_block128x128_g128'), ('w8a8_fp8_ss', 'w8a8_fp8e4m3_channel_tok'), ('w8a8_fp8_block_ss', 'w8a8_fp8e4m3_block128x128_g128')]
+pairs = [('w4a8', 'w4a8_uint4g128_fp8e4m3_tok'), ('w4a8_int8', 'w4a8_uint4g128_int8_tok'), ('w8a8_fp8', 'w8a8_fp8e4m3_channel_tok'), ('w8a8_fp8_block', 'w8a8_fp8e4m3_block128x128_g128'), ('w8a8_fp8_ss', 'w8a8_fp8e4m3_channel_tok'), ('w8a8_fp8_block_ss', 'w8a8_fp8e4m3_block128x128_g128'), ('w4a8_ss', 'w4a8_uint4g128_fp8e4m3_tok'), ('w4a8_int8_ss', 'w4a8_uint4g128_int8_tok')]
 w4a16 = {(r['n'], r['k'], r['m']): r['ours']['median_us'] for r in ours if r['kernel'] == 'w4a16'}
 out = []
 for ok, hf in pairs:

@@ -8,6 +8,7 @@ newest() { ls -t $1 2>/dev/null | grep -v '\.d$' | head -1; }
 cp "$(newest 'target/release/deps/gpu_persistent-*')" "$stage/"
 cp target/release/examples/bench "$stage/"
 cp .gpu/probe "$stage/"
+[ -f .gpu/humming_py_bench_ext.py ] && cp .gpu/humming_py_bench_ext.py "$stage/"
 mkdir -p .gpu-pack; rm -f .gpu-pack/gpu.tar.xz
 tar -C "$stage" -cJf .gpu-pack/gpu.tar.xz .
 rm -rf "$stage"

@@ -694,6 +694,8 @@ fn run(args: &Args) -> Res<ExitCode> {
                 Kernel::W8a8Fp8BlockSs => {
                     bench_kernel::<W8A8Fp8BlockSs, f16>(&env, kernel, shape, &w, &a)
                 }
+                Kernel::W4a8Ss => bench_kernel::<W4A8Ss, f16>(&env, kernel, shape, &w, &a),
+                Kernel::W4a8Int8Ss => bench_kernel::<W4A8Int8Ss, f16>(&env, kernel, shape, &w, &a),
             };
             match rows {
                 Ok(rows) => report.rows.extend(rows),

@@ -1,5 +1,6 @@
 //! GPU correctness of the persistent kernel (`mma = wgmma_ss` tiles, `cuda/humming/persistent.cuh`):
-//! W8A8 FP8 with channel, tensor and block scales and W8A8 INT8 with channel scales, each tile of the catalogue
+//! W8A8 FP8 with channel, tensor and block scales, W8A8 INT8 with channel scales, W4A8 FP8 and INT8
+//! with group scales and unsigned W4A8 with channel scales, each tile of the catalogue
 //! (`humming_spec::tiles::persistent_tiles`) reached by the launches' M.
 //!
 //! - `gpu_persistent_<format>`: the 8-bit suite of `gpu_act8.rs` (`run` on 16-bit A, M in {1, 7, 16,
@@ -64,6 +65,24 @@ humming::gemm! {
         tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
         tile(block = (128, 128, 128), stages = 6, mma = wgmma_ss)] }
 
+    /// W4A8 FP8 (i4 widened to e4m3 in registers, RS wgmma), group scales promoted per stage, every tile.
+    pub kernel SsW4a8 { a: e4m3, b: i4, c: bf16, scale: group(128, bf16), arch: [sm_90a], tiles: [
+        tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (64, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 128, 128), stages = 7, mma = wgmma_ss)] }
+
+    /// W4A8 INT8 (i4 widened to s8, s32 steps promoted into f32), f16, the 16- and 128-row tiles.
+    pub kernel SsW4a8Int8 { a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [
+        tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 128, 128), stages = 7, mma = wgmma_ss)] }
+
+    /// Unsigned 4-bit weights under e4m3 with channel scales, a bias and SiLU (no promotion), on the
+    /// 64-row and (128, 256) tiles.
+    pub kernel SsW4a8Channel { a: e4m3, b: u4, c: f16, scale: channel(f32), bias: true, epilogue: silu,
+        arch: [sm_90a], tiles: [
+        tile(block = (64, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 256, 128), stages = 6, mma = wgmma_ss)] }
+
     /// The same formats as SsChannel on the default tiles (the fragment layout).
     pub kernel FragChannel { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a] }
 }
@@ -114,6 +133,19 @@ fn gpu_persistent_w8a8_fp8_block_64() {
 }
 
 #[test]
+fn gpu_persistent_w4a8_fp8() {
+    persistent_suite::<bf16, SsW4a8>("gpu_persistent_w4a8_fp8");
+}
+#[test]
+fn gpu_persistent_w4a8_int8() {
+    persistent_suite::<f16, SsW4a8Int8>("gpu_persistent_w4a8_int8");
+}
+#[test]
+fn gpu_persistent_w4a8_channel_u4() {
+    persistent_suite::<f16, SsW4a8Channel>("gpu_persistent_w4a8_channel_u4");
+}
+
+#[test]
 fn gpu_persistent_many_tiles() {
     let name = "gpu_persistent_many_tiles";
     let Some(s) = hopper(name) else { return };
@@ -138,7 +170,16 @@ fn gpu_persistent_many_tiles() {
         let db = gb.upload(&wb).expect("upload");
         let label = format!("{name} SsBlock M={m} N={n} K={k} seed={sd}");
         let (eb, _) = case(&s, &gb, &wb, &db, m, &mut rng, &label);
-        eprintln!("{name}: M={m} N={n} K={k}: relative error {e:.2e} (channel), {eb:.2e} (block)");
+        let g4 = Gemm::<bf16, bf16>::load::<SsW4a8>(&s).expect("load");
+        let w4 =
+            QuantizedWeights::quantize(&SsW4a8::DESCRIPTOR, n, k, &random_weights(&mut rng, n, k))
+                .expect("quantize");
+        let d4 = g4.upload(&w4).expect("upload");
+        let label = format!("{name} SsW4a8 M={m} N={n} K={k} seed={sd}");
+        let (e4, _) = case(&s, &g4, &w4, &d4, m, &mut rng, &label);
+        eprintln!(
+            "{name}: M={m} N={n} K={k}: relative error {e:.2e} (channel), {eb:.2e} (block), {e4:.2e} (W4A8)"
+        );
     }
 }
 

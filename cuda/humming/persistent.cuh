@@ -1,18 +1,20 @@
-// humming: the persistent, warp-specialized Hopper kernel (sm_90a) for 8-bit codes on both operands
-// (W8A8 FP8 with channel, tensor or block scales). A grid of about one CTA per SM walks the launch's
+// humming: the persistent, warp-specialized Hopper kernel (sm_90a) for 8-bit activation codes (W8A8 with
+// channel, tensor or block scales; W4A8 with group or channel scales). A grid of about one CTA per SM walks the launch's
 // output tiles (PersistentTiles, scheduler.cuh); each CTA is three warpgroups:
 //
 // - the producer (warpgroup 0, its registers handed to the others with setmaxnreg): one thread issues
 //   the TMA boxes of every stage (the weight tile and the row tile, both K-major with the 128-byte
-//   swizzle) into a ring of STAGES buffers, each with a "full" and an "empty" mbarrier; with block
-//   scales a second warp stages each step's activation group scales and weight block scales into the
-//   same buffer;
+//   swizzle; 4-bit weights as 64-byte rows in their own K order) into a ring of STAGES buffers, each with a
+//   "full" and an "empty" mbarrier, and with group scales on 4-bit weights the step's f32 scales of the
+//   tile's channels by a bulk copy; with block scales a second warp stages each step's activation group
+//   scales and weight block scales into the same buffer;
 // - two consumer warpgroups ("cooperative": both on one tile, each on WN of its BN channels): per BK
 //   step of 128 codes, four k32 steps of SS wgmma, the weights as the m64 operand (swap AB: C^T tiles)
 //   and the tile's rows as the N operand; a stage is released once the wgmmas that read it are done.
-//   Channel and tensor scales: every K step into the f32 accumulators, the scales in the epilogue.
-//   Block scales: each step's sums go to a second set and are promoted into the accumulators times the
-//   block scale and each row's group scale.
+//   4-bit weights are widened into 8-bit codes in registers (the A operand of RS wgmma).
+//   Channel and tensor scales: every K step into the accumulators, the scales in the epilogue.
+//   Block scales, and group scales of 4-bit weights: each step's sums go to a second set and are promoted
+//   into f32 accumulators times the step's weight scale (and, for block scales, each row's group scale).
 //
 // The epilogue (PersistentEpilogue) writes each warpgroup's C^T tile transposed into shared memory
 // (stmatrix) in 64 x 64 boxes and stores them by TMA, two boxes in flight per warpgroup, so that the
@@ -44,23 +46,36 @@ template <class Q, class Tl, class Code>
 struct Persistent {
   using T = typename Q::T;
   using H = Half2<T>;
-  using Acc = typename Pick<Code::kInt, int, float>::type;
   static constexpr int BM = Tl::BM, BN = Tl::BN, WN = Tl::WN, BK = Tl::BK, STAGES = Tl::STAGES;
   static constexpr int kMi = WN / 64;  // m64 weight blocks per consumer warpgroup
   static constexpr int kNc = BM / 8;   // n8 chunks of rows
+  // 4-bit weights: widened into A's 8-bit code in registers (RS wgmma); else both operands in shared memory.
+  static constexpr bool kWiden = Q::kBits == 4;
+  static_assert(Q::kBits == 8 || (kWiden && Q::kZp == ZeroPointKind::kNone), "8-bit codes, or 4-bit ones without zero points");
   // Block scales: each BK step's sums are promoted times the weight block's scale and the rows' group
   // scales (the activation groups are one BK step: humming_spec::layout::act_scale_group).
-  static constexpr bool kPromote = Q::kActGroup > 0;
-  static_assert(!kPromote || (Q::kActGroup == BK && !Code::kInt), "promotion per 128-code step of float codes");
+  static constexpr bool kRowPromote = Q::kActGroup > 0;
+  static_assert(!kRowPromote || (Q::kActGroup == BK && !Code::kInt), "promotion per 128-code step of float codes");
+  // Group scales of 4-bit weights: promoted per BK step times each channel's scale (groups of BK codes).
+  static constexpr bool kGroupPromote = kWiden && Q::kGroup > 0;
+  static_assert(!kGroupPromote || Q::kGroup == BK, "a group scale per 128-code step");
+  static constexpr bool kPromote = kRowPromote || kGroupPromote;
+  // Sums of one step (s32 for s8 codes), and the accumulators (f32 where steps are promoted).
+  using Part = typename Pick<Code::kInt, int, float>::type;
+  using Acc = typename Pick<kPromote, float, Part>::type;
+  // Widened float codes are the weights times 2^-kUnitExp ("normalized integers", common.cuh).
+  static constexpr float kUnit = kWiden && !Code::kInt ? static_cast<float>(1 << Code::kUnitExp) : 1.0f;
   static constexpr int kThreads = 128 * (1 + Tl::kConsumers);
   static constexpr int kConsumerThreads = 128 * Tl::kConsumers;
 
-  // Shared memory: STAGES x [weights BN x 128 | rows BM x 128] (1024-byte aligned: the swizzle), the C
-  // boxes, STAGES x the block scales of a step, the mbarriers.
-  static constexpr int kBBytes = BN * BK;
+  // Shared memory: STAGES x [weights BN x 128 codes | rows BM x 128] (1024-byte aligned: the swizzle), the
+  // C boxes, STAGES x the scales of a step, the mbarriers.
+  static constexpr int kBRowBytes = BK * Q::kBits / 8;
+  static constexpr int kBBytes = BN * kBRowBytes;
   static constexpr int kABytes = BM * BK;
   static constexpr int kStageBytes = kBBytes + kABytes;
-  static constexpr int kScaleFloats = kPromote ? BM + Tl::kConsumers : 0;  // row scales, then a block scale per warpgroup
+  // Block scales: the rows' scales, then a block scale per warpgroup; group scales: one per channel.
+  static constexpr int kScaleFloats = kRowPromote ? BM + Tl::kConsumers : kGroupPromote ? BN : 0;
   static constexpr int kScaleBytes = (4 * kScaleFloats + 15) / 16 * 16;
   static constexpr int kCRows = BM < 64 ? BM : 64;  // rows of one C box (64 channels = 128 bytes each)
   static constexpr int kCBoxBytes = kCRows * 128;
@@ -103,7 +118,7 @@ struct Persistent {
     const Smem sm;
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
-        mbar_init(sm.full + 8 * s, 1 + (kPromote ? 32 : 0));
+        mbar_init(sm.full + 8 * s, 1 + (kRowPromote ? 32 : 0));
         mbar_init(sm.empty + 8 * s, kConsumerThreads / 32);
       }
       mbar_fence_init();
@@ -116,7 +131,9 @@ struct Persistent {
       setmaxnreg_dec<Tl::kProducerRegs>();
       const int warp = threadIdx.x / 32;
       if (threadIdx.x == 0) produce(p, sm);
-      if (kPromote && warp == 1) stage_scales(p, sm, threadIdx.x & 31);
+      if constexpr (kRowPromote) {
+        if (warp == 1) stage_scales(p, sm, threadIdx.x & 31);
+      }
       return;
     }
     setmaxnreg_inc<Tl::kConsumerRegs>();
@@ -136,8 +153,8 @@ struct Persistent {
     }
   }
 
-  // The producer thread: every stage's two TMA boxes. The first ring's weights go out before
-  // griddepcontrol.wait (no kernel writes them), their rows after it.
+  // The producer thread: every stage's two TMA boxes (and a 4-bit weight tile's group scales). The first
+  // ring's weights go out before griddepcontrol.wait (no kernel writes them), their rows after it.
   __device__ __forceinline__ static void produce(const GemmParams& p, const Smem& sm) {
     const Tiles tiles(p);
     Ring r;
@@ -159,8 +176,16 @@ struct Persistent {
     for_each_step(tiles, [&](const Unit& w, int kb) {
       mbar_wait(sm.empty + 8 * r.stage, r.phase ^ 1u);
       const u32 full = sm.full + 8 * r.stage;
-      mbar_arrive_expect_tx(full, kBBytes + kABytes);
-      tma_load_2d(sm.b(r.stage), &p.b_map, kb * BK, w.tile_n * BN, full);
+      const int col0 = w.tile_n * BN;
+      // Group scales: the tile's columns below N (N % 64 == 0: whole 16-byte chunks); the rest of the
+      // buffer only ever multiplies the zero-filled weights of channels past N, which C never receives.
+      const int scale_bytes = kGroupPromote ? 4 * min(BN, p.n - col0) : 0;
+      mbar_arrive_expect_tx(full, kBBytes + kABytes + scale_bytes);
+      tma_load_2d(sm.b(r.stage), &p.b_map, kb * kBRowBytes, col0, full);
+      if constexpr (kGroupPromote) {
+        bulk_copy_g2s(sm.scales(r.stage), static_cast<const float*>(p.scales) + static_cast<long long>(kb) * p.n + col0,
+                      scale_bytes, full);
+      }
       if (!waited && early < STAGES - 1) {
         ++early;  // its row box once the previous kernel is done
       } else {
@@ -244,7 +269,7 @@ struct Persistent {
       for (int c = 0; c < kNc; ++c) {
         const Acc(&a)[4] = acc[mi][c];
         __stcg(ws + (static_cast<long long>(w.split) * kQuads + mi * kNc + c) * kConsumerThreads + i,
-               make_float4(value(a[0]), value(a[1]), value(a[2]), value(a[3])));
+               make_float4(to_f32(a[0]), to_f32(a[1]), to_f32(a[2]), to_f32(a[3])));
       }
     named_barrier_sync(1, kConsumerThreads);
     if (i == 0) {
@@ -264,12 +289,13 @@ struct Persistent {
           v[0] += q.x, v[1] += q.y, v[2] += q.z, v[3] += q.w;
         }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mi][c][e] = from_float(v[e]);
+        for (int e = 0; e < 4; ++e) acc[mi][c][e] = static_cast<Acc>(v[e]);
       }
     return true;
   }
 
-  __device__ __forceinline__ static void zero(Acc (&acc)[kMi][kNc][4]) {
+  template <class D>
+  __device__ __forceinline__ static void zero(D (&acc)[kMi][kNc][4]) {
 #pragma unroll
     for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
@@ -284,12 +310,58 @@ struct Persistent {
     if ((threadIdx.x & 31) == 0) mbar_arrive(sm.empty + 8 * s);
   }
 
+  // Eight 4-bit codes (one per nibble) into the 8-bit codes of A's type: the low nibbles into `lo`'s
+  // bytes, the high ones into `hi`'s. Unsigned codes are their values (under e4m3 the normalized integers
+  // v * 2^-9, exact below 16). Signed codes, s8: stored offset-binary (v + 8), so v + 128 is the byte
+  // plus 120 (no carry), then the top bit flipped; e4m3: packed as v, or 8 + (-v - 1) for v < 0
+  // (humming_spec::layout::k_major_4bit_code), so the magnitude is the low 3 bits plus the sign.
+  __device__ __forceinline__ static void widen(u32 w, u32& lo, u32& hi) {
+    if constexpr (!Q::kSigned) {
+      lo = w & 0x0F0F0F0Fu;
+      hi = (w >> 4) & 0x0F0F0F0Fu;
+    } else if constexpr (Code::kInt) {
+      lo = ((w & 0x0F0F0F0Fu) + 0x78787878u) ^ 0x80808080u;
+      hi = (((w >> 4) & 0x0F0F0F0Fu) + 0x78787878u) ^ 0x80808080u;
+    } else {
+      lo = (w & 0x07070707u) + ((w >> 3) & 0x01010101u) * 0x81u;
+      hi = ((w >> 4) & 0x07070707u) + ((w >> 7) & 0x01010101u) * 0x81u;
+    }
+  }
+
   // The wgmmas of one BK step: for each k32 step, each of the warpgroup's m64 weight blocks times the
   // stage's rows; `first`: D = A * B for the step's first k32 (a tile's first step, or a promoted set).
   template <class D>
   __device__ __forceinline__ static void step_mma(const Smem& sm, int stage, int cw, D (&d)[kMi][kNc][4], bool first) {
     // (A descriptor's address field is bits 0-13 of address >> 4: offsets inside the stage add to it.)
-    const u64 rows0 = wgmma_desc_sw128(sm.a(stage)), weights0 = wgmma_desc_sw128(sm.b(stage) + cw * WN * 128);
+    const u64 rows0 = wgmma_desc_sw128(sm.a(stage));
+    if constexpr (kWiden) {
+      // Row lane / 4 (+ 8) of warp w's 16 weight rows: the lane's 16 bytes at 16 (lane % 4) hold its
+      // 4 k32 steps' codes (humming_spec::layout::k_major_4bit_order), word j: step j.
+      const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+      const u32 w0 = sm.b(stage) + (cw * WN + warp * 16 + (lane >> 2)) * kBRowBytes + 16 * (lane & 3);
+      u32 a[kMi][4][4];
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi) {
+        const uint4 lo = lds128(w0 + mi * 64 * kBRowBytes), hi = lds128(w0 + (mi * 64 + 8) * kBRowBytes);
+        const u32 l[4] = {lo.x, lo.y, lo.z, lo.w}, h[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          widen(l[j], a[mi][j][0], a[mi][j][2]);
+          widen(h[j], a[mi][j][1], a[mi][j][3]);
+        }
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < BK / 32; ++k) {
+#pragma unroll
+        for (int mi = 0; mi < kMi; ++mi) {
+          WgmmaRS8P<Code, BM>::run(d[mi], a[mi][k], rows0 + 32 * k / 16, first && k == 0 ? 0 : 1);
+        }
+      }
+      wgmma_commit();
+      return;
+    }
+    const u64 weights0 = wgmma_desc_sw128(sm.b(stage) + cw * WN * 128);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < BK / 32; ++k) {
@@ -310,6 +382,7 @@ struct Persistent {
     for (int kb = kb0; kb < kb1; ++kb) {
       mbar_wait(sm.full + 8 * r.stage, r.phase);
       step_mma(sm, r.stage, cw, acc, kb == kb0);
+      if constexpr (kWiden) wgmma_wait<0>();  // (the next step's widened codes reuse the registers)
       if (prev >= 0) {
         wgmma_wait<1>();
         release(sm, prev);
@@ -321,56 +394,54 @@ struct Persistent {
     if (prev >= 0) release(sm, prev);
   }
 
-  // Block scales: each step's sums into `part`, then acc += part * block scale * row scale.
+  // Promoted steps: each step's sums into `part`, then acc += part * the step's scales: block scale times
+  // row scale (block scales), or the channel's group scale (4-bit weights).
   __device__ __forceinline__ static void promoted_loop(const Smem& sm, int cw, int lane, int kb0, int kb1, Ring& r,
                                                        Acc (&acc)[kMi][kNc][4]) {
-    float part[kMi][kNc][4];
+    Part part[kMi][kNc][4];
     zero(acc);
+    const int warp = (threadIdx.x / 32) & 3;
     for (int kb = kb0; kb < kb1; ++kb) {
       mbar_wait(sm.full + 8 * r.stage, r.phase);
       step_mma(sm, r.stage, cw, part, true);
-      // The step's scales while its wgmmas run.
+      // The step's scales while its wgmmas run: rs[c] of rows 8 c + 2 (lane % 4) + {0, 1}, ws[mi] of
+      // channels warp * 16 + lane / 4 + {0, 8} of block mi.
       const u32 sc = sm.scales(r.stage);
-      const float b = __uint_as_float(lds32(sc + 4 * (BM + cw)));
-      float2 rs[kNc];
+      float2 rs[kRowPromote ? kNc : 1], ws[kMi];
+      if constexpr (kRowPromote) {
+        const float b = __uint_as_float(lds32(sc + 4 * (BM + cw)));
 #pragma unroll
-      for (int c = 0; c < kNc; ++c) {
-        rs[c] = lds_f2(sc + 4 * (8 * c + 2 * (lane & 3)));
-        rs[c].x *= b;
-        rs[c].y *= b;
+        for (int c = 0; c < kNc; ++c) {
+          rs[c] = lds_f2(sc + 4 * (8 * c + 2 * (lane & 3)));
+          rs[c].x *= b;
+          rs[c].y *= b;
+        }
+      } else {
+#pragma unroll
+        for (int mi = 0; mi < kMi; ++mi) {
+          const u32 at = sc + 4 * (cw * WN + mi * 64 + warp * 16 + (lane >> 2));
+          ws[mi] = make_float2(__uint_as_float(lds32(at)) * kUnit, __uint_as_float(lds32(at + 32)) * kUnit);
+        }
       }
       wgmma_wait<0>();
       release(sm, r.stage);
 #pragma unroll
       for (int c = 0; c < kNc; ++c) {
-        const float s0 = rs[c].x, s1 = rs[c].y;
 #pragma unroll
         for (int mi = 0; mi < kMi; ++mi) {
-          acc[mi][c][0] = fmaf(part[mi][c][0], s0, acc[mi][c][0]);
-          acc[mi][c][1] = fmaf(part[mi][c][1], s1, acc[mi][c][1]);
-          acc[mi][c][2] = fmaf(part[mi][c][2], s0, acc[mi][c][2]);
-          acc[mi][c][3] = fmaf(part[mi][c][3], s1, acc[mi][c][3]);
+          // Element e of a quad: channel half e / 2, row e % 2.
+          const float s[4] = {kRowPromote ? rs[c].x : ws[mi].x, kRowPromote ? rs[c].y : ws[mi].x,
+                              kRowPromote ? rs[c].x : ws[mi].y, kRowPromote ? rs[c].y : ws[mi].y};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mi][c][e] = fmaf(static_cast<float>(part[mi][c][e]), s[e], acc[mi][c][e]);
         }
       }
       r.next();
     }
   }
 
-  // The f32 value of one accumulator, and back (split-K sums of s8 codes stay exact integers).
-  __device__ __forceinline__ static float value(Acc v) {
-    if constexpr (Code::kInt) {
-      return static_cast<float>(v);
-    } else {
-      return v;
-    }
-  }
-  __device__ __forceinline__ static Acc from_float(float v) {
-    if constexpr (Code::kInt) {
-      return static_cast<int>(v);
-    } else {
-      return v;
-    }
-  }
+  // The f32 value of one accumulator (split-K sums of s8 codes stay exact integers).
+  __device__ __forceinline__ static float to_f32(Acc v) { return static_cast<float>(v); }
 
   // C of one tile's WN channels from n0 (rows m0..): each 64 x kCRows box finished in f32 (row scale,
   // channel factor, bias, activation), rounded, written transposed into a C buffer and stored by TMA;
@@ -381,7 +452,7 @@ struct Persistent {
     // Row scales (8-bit A per token) of chunk c: rows 8 c + 2 (lane % 4) + {0, 1}.
     auto row_scales = [&](int c) {
       float2 rs = make_float2(1.0f, 1.0f);
-      if constexpr (!kPromote) {
+      if constexpr (!kRowPromote) {
         const int row = m0 + 8 * c + 2 * (lane & 3);
         const long long s = p.a_scale_stride;
         rs.x = row < p.m ? __ldg(p.a_scales + row * s) : 0.0f;
@@ -393,18 +464,20 @@ struct Persistent {
     for (int mi = 0; mi < kMi; ++mi) {
       // This lane's channels: warp * 16 + lane / 4 (+ 8) of the m64 block.
       const int ch0 = n0 + mi * 64 + warp * 16 + (lane >> 2);
-      float cf[2] = {1.0f, 1.0f}, bias[2] = {0.0f, 0.0f};
+      // (Unpromoted widened float codes: their unit here.)
+      constexpr float kCUnit = kGroupPromote ? 1.0f : kUnit;
+      float cf[2] = {kCUnit, kCUnit}, bias[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int ch = ch0 + 8 * h;
         if (ch < p.n) {
-          if constexpr (Q::kChannelScale) cf[h] = __ldg(p.channel + ch);
+          if constexpr (Q::kChannelScale) cf[h] = __ldg(p.channel + ch) * kCUnit;
           if constexpr (Q::kBias) bias[h] = H::to_float(__ldg(static_cast<const u16*>(p.bias) + ch));
         }
       }
       // The C pair of chunk c, channel half h (rows 8 c + 2 (lane % 4) + {0, 1}).
       auto pair = [&](int c, int h, float2 rs) {
-        const float v0 = value(acc[mi][c][2 * h]) * rs.x, v1 = value(acc[mi][c][2 * h + 1]) * rs.y;
+        const float v0 = to_f32(acc[mi][c][2 * h]) * rs.x, v1 = to_f32(acc[mi][c][2 * h + 1]) * rs.y;
         return H::from_floats(apply_epilogue<Q::kEpilogue>(v0 * cf[h] + bias[h]),
                               apply_epilogue<Q::kEpilogue>(v1 * cf[h] + bias[h]));
       };

@@ -281,4 +281,269 @@ struct WgmmaSS8<Code, 256> {
 };
 #undef HUMMING_WGMMA_SS_M64N256K32
 
+// D (+)= A * B as WgmmaSS8, with A (64 rows of weight codes converted in registers) in the register
+// layout of mma.m16n8k32's A fragment: warp w's rows 16 w + lane / 4 (+ 8), codes 4 (lane % 4) .. + 3 of
+// a[0] (a[1]) and 16 + 4 (lane % 4) .. + 3 of a[2] (a[3]). For 4-bit weights under 8-bit activations.
+template <class Code, int kN>
+struct WgmmaRS8P;
+
+// The m64n8k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale
+// immediates, CON the accumulators' operand constraint.
+#define HUMMING_WGMMA_RS_M64N8K32(ACC, TY, TAIL) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n8k32." ACC "." TY "." TY " "               \
+      "{%0, %1, %2, %3}, "                                                   \
+      "{%4, %5, %6, %7}, %8, p" TAIL ";\n}\n"                                   \
+      : CON(d[0][0]), CON(d[0][1]), CON(d[0][2]), CON(d[0][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8P<Code, 8> {
+  template <class Acc>
+  __device__ __forceinline__ static void run(Acc (&d)[1][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kInt) {
+#define CON(x) "+r"(x)
+      HUMMING_WGMMA_RS_M64N8K32("s32", "s8", "");
+#undef CON
+    } else {
+#define CON(x) "+f"(x)
+      if constexpr (Code::kE4M3) {
+        HUMMING_WGMMA_RS_M64N8K32("f32", "e4m3", ", 1, 1");
+      } else {
+        HUMMING_WGMMA_RS_M64N8K32("f32", "e5m2", ", 1, 1");
+      }
+#undef CON
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_RS_M64N8K32
+
+// The m64n16k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale
+// immediates, CON the accumulators' operand constraint.
+#define HUMMING_WGMMA_RS_M64N16K32(ACC, TY, TAIL) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n16k32." ACC "." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "                                                   \
+      "{%8, %9, %10, %11}, %12, p" TAIL ";\n}\n"                                   \
+      : CON(d[0][0]), CON(d[0][1]), CON(d[0][2]), CON(d[0][3]), CON(d[1][0]), CON(d[1][1]), CON(d[1][2]), CON(d[1][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8P<Code, 16> {
+  template <class Acc>
+  __device__ __forceinline__ static void run(Acc (&d)[2][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kInt) {
+#define CON(x) "+r"(x)
+      HUMMING_WGMMA_RS_M64N16K32("s32", "s8", "");
+#undef CON
+    } else {
+#define CON(x) "+f"(x)
+      if constexpr (Code::kE4M3) {
+        HUMMING_WGMMA_RS_M64N16K32("f32", "e4m3", ", 1, 1");
+      } else {
+        HUMMING_WGMMA_RS_M64N16K32("f32", "e5m2", ", 1, 1");
+      }
+#undef CON
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_RS_M64N16K32
+
+// The m64n32k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale
+// immediates, CON the accumulators' operand constraint.
+#define HUMMING_WGMMA_RS_M64N32K32(ACC, TY, TAIL) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n32k32." ACC "." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "                                                   \
+      "{%16, %17, %18, %19}, %20, p" TAIL ";\n}\n"                                   \
+      : CON(d[0][0]), CON(d[0][1]), CON(d[0][2]), CON(d[0][3]), CON(d[1][0]), CON(d[1][1]), CON(d[1][2]), CON(d[1][3]), CON(d[2][0]), CON(d[2][1]), CON(d[2][2]), CON(d[2][3]), CON(d[3][0]), CON(d[3][1]), CON(d[3][2]), CON(d[3][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8P<Code, 32> {
+  template <class Acc>
+  __device__ __forceinline__ static void run(Acc (&d)[4][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kInt) {
+#define CON(x) "+r"(x)
+      HUMMING_WGMMA_RS_M64N32K32("s32", "s8", "");
+#undef CON
+    } else {
+#define CON(x) "+f"(x)
+      if constexpr (Code::kE4M3) {
+        HUMMING_WGMMA_RS_M64N32K32("f32", "e4m3", ", 1, 1");
+      } else {
+        HUMMING_WGMMA_RS_M64N32K32("f32", "e5m2", ", 1, 1");
+      }
+#undef CON
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_RS_M64N32K32
+
+// The m64n64k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale
+// immediates, CON the accumulators' operand constraint.
+#define HUMMING_WGMMA_RS_M64N64K32(ACC, TY, TAIL) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n64k32." ACC "." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                                                   \
+      "{%32, %33, %34, %35}, %36, p" TAIL ";\n}\n"                                   \
+      : CON(d[0][0]), CON(d[0][1]), CON(d[0][2]), CON(d[0][3]), CON(d[1][0]), CON(d[1][1]), CON(d[1][2]), CON(d[1][3]), CON(d[2][0]), CON(d[2][1]), CON(d[2][2]), CON(d[2][3]), CON(d[3][0]), CON(d[3][1]), CON(d[3][2]), CON(d[3][3]), CON(d[4][0]), CON(d[4][1]), CON(d[4][2]), CON(d[4][3]), CON(d[5][0]), CON(d[5][1]), CON(d[5][2]), CON(d[5][3]), CON(d[6][0]), CON(d[6][1]), CON(d[6][2]), CON(d[6][3]), CON(d[7][0]), CON(d[7][1]), CON(d[7][2]), CON(d[7][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8P<Code, 64> {
+  template <class Acc>
+  __device__ __forceinline__ static void run(Acc (&d)[8][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kInt) {
+#define CON(x) "+r"(x)
+      HUMMING_WGMMA_RS_M64N64K32("s32", "s8", "");
+#undef CON
+    } else {
+#define CON(x) "+f"(x)
+      if constexpr (Code::kE4M3) {
+        HUMMING_WGMMA_RS_M64N64K32("f32", "e4m3", ", 1, 1");
+      } else {
+        HUMMING_WGMMA_RS_M64N64K32("f32", "e5m2", ", 1, 1");
+      }
+#undef CON
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_RS_M64N64K32
+
+// The m64n128k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale
+// immediates, CON the accumulators' operand constraint.
+#define HUMMING_WGMMA_RS_M64N128K32(ACC, TY, TAIL) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n128k32." ACC "." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                                                   \
+      "{%64, %65, %66, %67}, %68, p" TAIL ";\n}\n"                                   \
+      : CON(d[0][0]), CON(d[0][1]), CON(d[0][2]), CON(d[0][3]), CON(d[1][0]), CON(d[1][1]), CON(d[1][2]), CON(d[1][3]), CON(d[2][0]), CON(d[2][1]), CON(d[2][2]), CON(d[2][3]), CON(d[3][0]), CON(d[3][1]), CON(d[3][2]), CON(d[3][3]), CON(d[4][0]), CON(d[4][1]), CON(d[4][2]), CON(d[4][3]), CON(d[5][0]), CON(d[5][1]), CON(d[5][2]), CON(d[5][3]), CON(d[6][0]), CON(d[6][1]), CON(d[6][2]), CON(d[6][3]), CON(d[7][0]), CON(d[7][1]), CON(d[7][2]), CON(d[7][3]), CON(d[8][0]), CON(d[8][1]), CON(d[8][2]), CON(d[8][3]), CON(d[9][0]), CON(d[9][1]), CON(d[9][2]), CON(d[9][3]), CON(d[10][0]), CON(d[10][1]), CON(d[10][2]), CON(d[10][3]), CON(d[11][0]), CON(d[11][1]), CON(d[11][2]), CON(d[11][3]), CON(d[12][0]), CON(d[12][1]), CON(d[12][2]), CON(d[12][3]), CON(d[13][0]), CON(d[13][1]), CON(d[13][2]), CON(d[13][3]), CON(d[14][0]), CON(d[14][1]), CON(d[14][2]), CON(d[14][3]), CON(d[15][0]), CON(d[15][1]), CON(d[15][2]), CON(d[15][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8P<Code, 128> {
+  template <class Acc>
+  __device__ __forceinline__ static void run(Acc (&d)[16][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kInt) {
+#define CON(x) "+r"(x)
+      HUMMING_WGMMA_RS_M64N128K32("s32", "s8", "");
+#undef CON
+    } else {
+#define CON(x) "+f"(x)
+      if constexpr (Code::kE4M3) {
+        HUMMING_WGMMA_RS_M64N128K32("f32", "e4m3", ", 1, 1");
+      } else {
+        HUMMING_WGMMA_RS_M64N128K32("f32", "e5m2", ", 1, 1");
+      }
+#undef CON
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_RS_M64N128K32
+
+// The m64n192k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale
+// immediates, CON the accumulators' operand constraint.
+#define HUMMING_WGMMA_RS_M64N192K32(ACC, TY, TAIL) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n192k32." ACC "." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "                                                   \
+      "{%96, %97, %98, %99}, %100, p" TAIL ";\n}\n"                                   \
+      : CON(d[0][0]), CON(d[0][1]), CON(d[0][2]), CON(d[0][3]), CON(d[1][0]), CON(d[1][1]), CON(d[1][2]), CON(d[1][3]), CON(d[2][0]), CON(d[2][1]), CON(d[2][2]), CON(d[2][3]), CON(d[3][0]), CON(d[3][1]), CON(d[3][2]), CON(d[3][3]), CON(d[4][0]), CON(d[4][1]), CON(d[4][2]), CON(d[4][3]), CON(d[5][0]), CON(d[5][1]), CON(d[5][2]), CON(d[5][3]), CON(d[6][0]), CON(d[6][1]), CON(d[6][2]), CON(d[6][3]), CON(d[7][0]), CON(d[7][1]), CON(d[7][2]), CON(d[7][3]), CON(d[8][0]), CON(d[8][1]), CON(d[8][2]), CON(d[8][3]), CON(d[9][0]), CON(d[9][1]), CON(d[9][2]), CON(d[9][3]), CON(d[10][0]), CON(d[10][1]), CON(d[10][2]), CON(d[10][3]), CON(d[11][0]), CON(d[11][1]), CON(d[11][2]), CON(d[11][3]), CON(d[12][0]), CON(d[12][1]), CON(d[12][2]), CON(d[12][3]), CON(d[13][0]), CON(d[13][1]), CON(d[13][2]), CON(d[13][3]), CON(d[14][0]), CON(d[14][1]), CON(d[14][2]), CON(d[14][3]), CON(d[15][0]), CON(d[15][1]), CON(d[15][2]), CON(d[15][3]), CON(d[16][0]), CON(d[16][1]), CON(d[16][2]), CON(d[16][3]), CON(d[17][0]), CON(d[17][1]), CON(d[17][2]), CON(d[17][3]), CON(d[18][0]), CON(d[18][1]), CON(d[18][2]), CON(d[18][3]), CON(d[19][0]), CON(d[19][1]), CON(d[19][2]), CON(d[19][3]), CON(d[20][0]), CON(d[20][1]), CON(d[20][2]), CON(d[20][3]), CON(d[21][0]), CON(d[21][1]), CON(d[21][2]), CON(d[21][3]), CON(d[22][0]), CON(d[22][1]), CON(d[22][2]), CON(d[22][3]), CON(d[23][0]), CON(d[23][1]), CON(d[23][2]), CON(d[23][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8P<Code, 192> {
+  template <class Acc>
+  __device__ __forceinline__ static void run(Acc (&d)[24][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kInt) {
+#define CON(x) "+r"(x)
+      HUMMING_WGMMA_RS_M64N192K32("s32", "s8", "");
+#undef CON
+    } else {
+#define CON(x) "+f"(x)
+      if constexpr (Code::kE4M3) {
+        HUMMING_WGMMA_RS_M64N192K32("f32", "e4m3", ", 1, 1");
+      } else {
+        HUMMING_WGMMA_RS_M64N192K32("f32", "e5m2", ", 1, 1");
+      }
+#undef CON
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_RS_M64N192K32
+
+// The m64n256k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale
+// immediates, CON the accumulators' operand constraint.
+#define HUMMING_WGMMA_RS_M64N256K32(ACC, TY, TAIL) \
+  asm volatile(                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n256k32." ACC "." TY "." TY " "               \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "                                                   \
+      "{%128, %129, %130, %131}, %132, p" TAIL ";\n}\n"                                   \
+      : CON(d[0][0]), CON(d[0][1]), CON(d[0][2]), CON(d[0][3]), CON(d[1][0]), CON(d[1][1]), CON(d[1][2]), CON(d[1][3]), CON(d[2][0]), CON(d[2][1]), CON(d[2][2]), CON(d[2][3]), CON(d[3][0]), CON(d[3][1]), CON(d[3][2]), CON(d[3][3]), CON(d[4][0]), CON(d[4][1]), CON(d[4][2]), CON(d[4][3]), CON(d[5][0]), CON(d[5][1]), CON(d[5][2]), CON(d[5][3]), CON(d[6][0]), CON(d[6][1]), CON(d[6][2]), CON(d[6][3]), CON(d[7][0]), CON(d[7][1]), CON(d[7][2]), CON(d[7][3]), CON(d[8][0]), CON(d[8][1]), CON(d[8][2]), CON(d[8][3]), CON(d[9][0]), CON(d[9][1]), CON(d[9][2]), CON(d[9][3]), CON(d[10][0]), CON(d[10][1]), CON(d[10][2]), CON(d[10][3]), CON(d[11][0]), CON(d[11][1]), CON(d[11][2]), CON(d[11][3]), CON(d[12][0]), CON(d[12][1]), CON(d[12][2]), CON(d[12][3]), CON(d[13][0]), CON(d[13][1]), CON(d[13][2]), CON(d[13][3]), CON(d[14][0]), CON(d[14][1]), CON(d[14][2]), CON(d[14][3]), CON(d[15][0]), CON(d[15][1]), CON(d[15][2]), CON(d[15][3]), CON(d[16][0]), CON(d[16][1]), CON(d[16][2]), CON(d[16][3]), CON(d[17][0]), CON(d[17][1]), CON(d[17][2]), CON(d[17][3]), CON(d[18][0]), CON(d[18][1]), CON(d[18][2]), CON(d[18][3]), CON(d[19][0]), CON(d[19][1]), CON(d[19][2]), CON(d[19][3]), CON(d[20][0]), CON(d[20][1]), CON(d[20][2]), CON(d[20][3]), CON(d[21][0]), CON(d[21][1]), CON(d[21][2]), CON(d[21][3]), CON(d[22][0]), CON(d[22][1]), CON(d[22][2]), CON(d[22][3]), CON(d[23][0]), CON(d[23][1]), CON(d[23][2]), CON(d[23][3]), CON(d[24][0]), CON(d[24][1]), CON(d[24][2]), CON(d[24][3]), CON(d[25][0]), CON(d[25][1]), CON(d[25][2]), CON(d[25][3]), CON(d[26][0]), CON(d[26][1]), CON(d[26][2]), CON(d[26][3]), CON(d[27][0]), CON(d[27][1]), CON(d[27][2]), CON(d[27][3]), CON(d[28][0]), CON(d[28][1]), CON(d[28][2]), CON(d[28][3]), CON(d[29][0]), CON(d[29][1]), CON(d[29][2]), CON(d[29][3]), CON(d[30][0]), CON(d[30][1]), CON(d[30][2]), CON(d[30][3]), CON(d[31][0]), CON(d[31][1]), CON(d[31][2]), CON(d[31][3])                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \
+      : "memory")
+
+template <class Code>
+struct WgmmaRS8P<Code, 256> {
+  template <class Acc>
+  __device__ __forceinline__ static void run(Acc (&d)[32][4], const u32 (&a)[4], u64 desc_b, int scale_d) {
+#if HUMMING_HAS_WGMMA
+    if constexpr (Code::kInt) {
+#define CON(x) "+r"(x)
+      HUMMING_WGMMA_RS_M64N256K32("s32", "s8", "");
+#undef CON
+    } else {
+#define CON(x) "+f"(x)
+      if constexpr (Code::kE4M3) {
+        HUMMING_WGMMA_RS_M64N256K32("f32", "e4m3", ", 1, 1");
+      } else {
+        HUMMING_WGMMA_RS_M64N256K32("f32", "e5m2", ", 1, 1");
+      }
+#undef CON
+    }
+#else
+    __trap();
+#endif
+  }
+};
+#undef HUMMING_WGMMA_RS_M64N256K32
+
 }  // namespace humming

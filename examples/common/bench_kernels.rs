@@ -57,6 +57,18 @@ humming::gemm! {
         tile(block = (64, 128, 128), stages = 7, mma = wgmma_ss),
         tile(block = (128, 128, 128), stages = 5, mma = wgmma_ss)] }
 
+    /// W4A8 FP8 (i4 g128) on the persistent kernel's tiles.
+    pub kernel W4A8Ss { a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [
+        tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (64, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 128, 128), stages = 7, mma = wgmma_ss)] }
+
+    /// W4A8 INT8 (i4 g128) on the persistent kernel's tiles.
+    pub kernel W4A8Int8Ss { a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [
+        tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (64, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 128, 128), stages = 7, mma = wgmma_ss)] }
+
     /// GGUF Q4_K: 4-bit codes, 6-bit integer scales and mins per 32 along K under f16 factors per
     /// 256 (`d · sc · q − dmin · m`). humming-kernels has no counterpart.
     pub kernel Q4K { a: f16, b: u4, scale: group(32, u6), scale2: group(256, f16), zero_point: float }
@@ -108,6 +120,12 @@ pub enum Kernel {
     /// W8A8 FP8 (128 x 128 blocks) on the persistent `wgmma_ss` tiles.
     #[value(name = "w8a8_fp8_block_ss")]
     W8a8Fp8BlockSs,
+    /// W4A8 FP8 on the persistent tiles.
+    #[value(name = "w4a8_ss")]
+    W4a8Ss,
+    /// W4A8 INT8 on the persistent tiles.
+    #[value(name = "w4a8_int8_ss")]
+    W4a8Int8Ss,
 }
 
 impl Kernel {
@@ -128,6 +146,8 @@ impl Kernel {
             Kernel::W8a8Fp8Block => "w8a8_fp8_block",
             Kernel::W8a8Fp8Ss => "w8a8_fp8_ss",
             Kernel::W8a8Fp8BlockSs => "w8a8_fp8_block_ss",
+            Kernel::W4a8Ss => "w4a8_ss",
+            Kernel::W4a8Int8Ss => "w4a8_int8_ss",
         }
     }
     pub fn spec(self) -> KernelSpec {
@@ -147,6 +167,8 @@ impl Kernel {
             Kernel::W8a8Fp8Block => W8A8Fp8Block::DESCRIPTOR,
             Kernel::W8a8Fp8Ss => W8A8Fp8Ss::DESCRIPTOR,
             Kernel::W8a8Fp8BlockSs => W8A8Fp8BlockSs::DESCRIPTOR,
+            Kernel::W4a8Ss => W4A8Ss::DESCRIPTOR,
+            Kernel::W4a8Int8Ss => W4A8Int8Ss::DESCRIPTOR,
         }
     }
 }

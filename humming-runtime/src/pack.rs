@@ -59,7 +59,7 @@ use crate::quant::{
 };
 use humming_spec::Lowered;
 use humming_spec::ScaleGranularity;
-use humming_spec::layout::WeightLayout;
+use humming_spec::layout::{self, WeightLayout};
 use humming_spec::layout::{act8_k_order, bit_parts, glu_source};
 use humming_spec::{DType, KernelSpec};
 
@@ -72,7 +72,8 @@ pub struct PackedWeights {
     pub n: usize,
     /// Input features K (a multiple of 64).
     pub k: usize,
-    /// Packed codes: `N * K * bits / 8` bytes, `(K/64) * (N/64)` units of `512 * bits` bytes.
+    /// Packed codes: `N * K * bits / 8` bytes, `(K/64) * (N/64)` units of `512 * bits` bytes (the
+    /// K-major layout: see [`WeightLayout::KMajor`]).
     pub b: Vec<u8>,
     /// The scale grid on B, raw bits of A's dtype: `[rows][N]` permuted; empty when the primary scale
     /// is not on B (see the module doc).
@@ -84,8 +85,8 @@ pub struct PackedWeights {
     /// The layout of `b` and of the scales: [`WeightLayout::Fragments`] as above, or
     /// [`WeightLayout::KMajor`] (see [`QuantizedWeights::pack_for`]).
     pub layout: WeightLayout,
-    /// [`WeightLayout::KMajor`] with block scales: the f32 block scales as given, `[ceil(K / bk),
-    /// ceil(N / bn)]`; empty otherwise.
+    /// [`WeightLayout::KMajor`] with block scales or group scales: the f32 scales as given,
+    /// `[ceil(K / bk), ceil(N / bn)]` or `[ceil(K / g), N]`; empty otherwise.
     pub block_scales: Vec<f32>,
 }
 
@@ -98,6 +99,25 @@ pub fn permuted_column(j: usize) -> usize {
 /// Bytes of one packed 64 × 64 unit: `512 * bits`.
 pub const fn unit_bytes(bits: u32) -> usize {
     512 * bits as usize
+}
+
+/// 4-bit codes `[N, K]` (one per byte) in the K-major layout of the persistent kernel: each row's
+/// 128-code blocks packed two per byte in [`layout::k_major_4bit_order`] as
+/// [`layout::k_major_4bit_code`], the last block filled with zero values.
+fn k_major_4bit(spec: &humming_spec::KernelSpec, n: usize, k: usize, codes: &[u8]) -> Vec<u8> {
+    let bk = usize::from(humming_spec::tiles::PERSISTENT_BLOCK_K);
+    let row_bytes = k.div_ceil(bk) * bk / 2;
+    let zero = if spec.b.is_signed() { 8 } else { 0 };
+    let code = |c: u8| layout::k_major_4bit_code(spec.a, spec.b, c);
+    let mut out = vec![0u8; n * row_bytes];
+    for (row, dst) in out.chunks_exact_mut(row_bytes).enumerate() {
+        for kk in 0..row_bytes * 2 {
+            let c = if kk < k { codes[row * k + kk] } else { zero };
+            let q = (kk / bk) * bk + layout::k_major_4bit_order(kk % bk);
+            dst[q / 2] |= code(c) << (4 * (q % 2));
+        }
+    }
+    out
 }
 
 fn check_tiling(n: usize, k: usize) -> Result<()> {
@@ -249,9 +269,11 @@ impl QuantizedWeights {
         }
         let (n, k) = (self.n, self.k);
         check_tiling(n, k)?;
+        // Block scales, and group scales of 4-bit weights, stay f32 for the kernel's promotion.
         let block = matches!(
             spec.scale.granularity,
             humming_spec::ScaleGranularity::Block { .. }
+                | humming_spec::ScaleGranularity::Group { .. }
         );
         let channel = if block {
             // Only a secondary scale remains for the epilogue.
@@ -268,7 +290,11 @@ impl QuantizedWeights {
         Ok(PackedWeights {
             n,
             k,
-            b: self.codes.clone(),
+            b: if spec.b.bits() == 4 {
+                k_major_4bit(spec, n, k, &self.codes)
+            } else {
+                self.codes.clone()
+            },
             scales: Vec::new(),
             zeros: Vec::new(),
             channel,

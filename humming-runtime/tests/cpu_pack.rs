@@ -705,8 +705,74 @@ fn k_major_layout_keeps_codes_and_scales() {
     }
     let w4 = QuantizedWeights::quantize(&ks("a: f16, b: u4, scale: group(128)"), n, k, &weights)
         .unwrap();
+    k_major_4bit_as_the_kernel_reads_it(&weights[..n * 320], n, 320);
     assert!(matches!(
         w4.pack_for(WeightLayout::KMajor),
         Err(humming_runtime::Error::InvalidArgument { arg: "spec", .. })
     ));
+}
+
+/// The K-major layout of 4-bit weights read back as the persistent kernel's lanes read it
+/// (`persistent.cuh`, `step_mma` and `widen`): lane quad `t` of row `r` takes the row's 16 bytes at
+/// `16 t` of each 64-byte block; word `j`'s byte `i` holds code `32 j + 4 t + i` in its low nibble and
+/// `32 j + 16 + 4 t + i` in its high one, signed codes under e4m3 as sign and magnitude - 1 below zero.
+/// K = 320 leaves a half block, whose codes past K must read as zero.
+fn k_major_4bit_as_the_kernel_reads_it(weights: &[f32], n: usize, k: usize) {
+    use humming_spec::layout::WeightLayout;
+    for fields in [
+        "a: e4m3, b: i4, c: bf16, scale: group(128, bf16), arch: [sm_90a]",
+        "a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
+        "a: e4m3, b: u4, c: f16, scale: channel(f32), arch: [sm_90a]",
+    ] {
+        let spec = ks(fields);
+        // (Unsigned codes without a zero point hold non-negative weights.)
+        let abs: Vec<f32> = weights.iter().map(|v| v.abs()).collect();
+        let src = if fields.contains("u4") { &abs } else { weights };
+        let w = QuantizedWeights::quantize(&spec, n, k, src).unwrap();
+        let p = w.pack_for(WeightLayout::KMajor).unwrap();
+        let row = k.div_ceil(128) * 64;
+        assert_eq!(p.b.len(), n * row, "{fields}");
+        let signed = fields.contains("i4");
+        let float_a = fields.contains("e4m3");
+        let value = |nib: u8| -> i32 {
+            match (signed, float_a) {
+                (false, _) => i32::from(nib),
+                (true, false) => i32::from(nib) - 8,
+                (true, true) if nib >= 8 => -(i32::from(nib & 7) + 1),
+                (true, true) => i32::from(nib),
+            }
+        };
+        let mut seen = 0usize;
+        for r in 0..n {
+            for blk in 0..row / 64 {
+                for t in 0..4 {
+                    for j in 0..4 {
+                        for i in 0..4 {
+                            let byte = p.b[r * row + blk * 64 + 16 * t + 4 * j + i];
+                            for (half, nib) in [(0, byte & 15), (1, byte >> 4)] {
+                                let kk = blk * 128 + 32 * j + 16 * half + 4 * t + i;
+                                let want = if kk < k {
+                                    let c = i32::from(w.codes()[r * k + kk]);
+                                    if signed { c - 8 } else { c }
+                                } else {
+                                    0
+                                };
+                                assert_eq!(value(nib), want, "{fields}: row {r}, k {kk}");
+                                seen += usize::from(want != 0);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            seen > n * k / 2,
+            "{fields}: the weights are mostly non-zero"
+        );
+        if fields.contains("group") {
+            assert_eq!(p.block_scales, w.scales(), "{fields}");
+        } else {
+            assert!(p.block_scales.is_empty() && p.channel.len() == n);
+        }
+    }
 }

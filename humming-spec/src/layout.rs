@@ -102,16 +102,40 @@ pub fn act8_k_order(p: usize) -> usize {
     4 * l + r + 2 * h
 }
 
+/// K-major 4-bit weights (the persistent kernel's, [`WeightLayout::KMajor`]): the nibble that holds code
+/// `p` (0..128) of a row's 128-code block. Lane `l % 4` of a warp reads the row's 16 bytes at `16 (l %
+/// 4)`; their word `j` holds k32 step `j`, its low nibbles the codes `4 (l % 4) + i` and its high ones
+/// `16 + 4 (l % 4) + i` (byte `i`), the register fragment of `wgmma`'s A operand.
+pub const fn k_major_4bit_order(p: usize) -> usize {
+    let (j, r) = (p / 32, p % 32);
+    let (high, t, i) = (r / 16, (r % 16) / 4, r % 4);
+    2 * (16 * t + 4 * j + i) + high
+}
+
+/// The nibble a K-major 4-bit weight code `c` (as stored: offset-binary `v + 8` for signed codes) is
+/// packed as under activations `a`: signed codes under e4m3 as `v`, or `8 + (-v - 1)` for `v < 0`, so
+/// that the kernel widens them into e4m3's sign and magnitude by a mask and an add; every other code as
+/// it is (`cuda/humming/persistent.cuh`, `widen`).
+pub const fn k_major_4bit_code(a: DType, b: DType, c: u8) -> u8 {
+    if matches!(b, DType::SInt { .. }) && a.is_float() {
+        if c >= 8 { c - 8 } else { 15 - c }
+    } else {
+        c
+    }
+}
+
 /// The packed layout of B that a tile reads (`humming-runtime`'s `pack` writes each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WeightLayout {
     /// 64 x 64 units in the order of the mma fragments (`cuda/humming/dequant.cuh`), with the scale
     /// grid on B in a 16-bit dtype: the `mma.sync` and `wgmma` tiles.
     Fragments,
-    /// The codes as stored, `[N, K]` row-major, one byte each: K-major, as the persistent kernel's TMA
-    /// boxes read them (`cuda/humming/persistent.cuh`). Block scales stay f32, `[ceil(K / bk),
-    /// ceil(N / bn)]` as given; channel and tensor scales go into the f32 channel factor. The
-    /// `wgmma_ss` tiles ([`Mma::WgmmaSs`]).
+    /// K-major, as the persistent kernel's TMA boxes read them (`cuda/humming/persistent.cuh`): 8-bit
+    /// codes as stored, `[N, K]` row-major, one byte each; 4-bit codes `[N, ceil(K / 128) * 64]` bytes,
+    /// each row's 128-code blocks in [`k_major_4bit_order`] as [`k_major_4bit_code`], zero codes past
+    /// K. Block and group scales stay f32, `[ceil(K / bk), ceil(N / bn)]` and `[ceil(K / g), N]` as
+    /// given; channel and tensor scales go into the f32 channel factor. The `wgmma_ss` tiles
+    /// ([`Mma::WgmmaSs`]).
     KMajor,
 }
 

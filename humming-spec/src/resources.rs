@@ -21,7 +21,8 @@ pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let (bm, bn, bk) = (t.block_m as u32, t.block_n as u32, t.block_k as u32);
     if t.persistent() {
         // The weight codes' box and the rows' box (persistent.cuh, kStageBytes).
-        return bn.saturating_add(bm).saturating_mul(bk);
+        let b = bn.saturating_mul(bk).saturating_mul(spec.b.bits()) / 8;
+        return bm.saturating_mul(bk).saturating_add(b);
     }
     let a = bm
         .saturating_mul(bk)
@@ -42,13 +43,16 @@ pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
 }
 
 /// Dynamic shared memory of a persistent tile (`persistent.cuh`, `kSmemBytes`): the alignment slack,
-/// the stages (with block scales, each stage's row and block scales beside), two C boxes of 64
+/// the stages (with block scales, each stage's row and block scales beside; with group scales, one f32
+/// per channel), two C boxes of 64
 /// channels x min(64, block M) rows per consumer warpgroup, the mbarriers and the split-K flag.
 fn persistent_smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let bm = t.block_m as u32;
     let consumers = (t.block_n / t.warp_n.max(1)) as u32;
     let scales = if crate::layout::act_scale_group(spec) > 0 {
         (4 * (bm + consumers)).next_multiple_of(16)
+    } else if crate::tiles::persistent_promotes(spec) {
+        4 * t.block_n as u32
     } else {
         0
     };

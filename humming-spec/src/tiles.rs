@@ -153,27 +153,50 @@ pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
     tiles
 }
 
-/// Whether a kernel may have persistent (`wgmma_ss`) tiles: dense W8A8 (weights in A's own 8-bit code,
-/// e4m3, e5m2 or i8, both operands in shared memory) under channel or tensor scales, or, for float
-/// codes, block scales of K extent 128 (one promotion per stage) and an N extent a multiple of 64; no
-/// gated epilogue.
+/// Whether a kernel may have persistent (`wgmma_ss`) tiles: dense, 8-bit activations (e4m3, e5m2 or
+/// i8), no gated epilogue, and either W8A8 (weights in A's own 8-bit code, both operands in shared
+/// memory) under channel or tensor scales or, for float codes, block scales of K extent 128 (one
+/// promotion per stage) and an N extent a multiple of 64; or W4A8 (`i4` / `u4` weights without zero
+/// points, widened in registers under e4m3 or i8) under channel or tensor scales or group scales of 128
+/// without a secondary scale.
 pub fn persistent_allowed(spec: &KernelSpec) -> bool {
-    let scales = match spec.scale.granularity {
-        ScaleGranularity::Channel | ScaleGranularity::Tensor => !crate::layout::scale_on_b(spec),
-        ScaleGranularity::Block { n, k } => {
-            spec.a.is_float() && k == PERSISTENT_BLOCK_K as u32 && n % 64 == 0
-        }
-        ScaleGranularity::Group { .. } => false,
-    };
+    let w8a8 = spec.b == spec.a
+        && match spec.scale.granularity {
+            ScaleGranularity::Channel | ScaleGranularity::Tensor => {
+                !crate::layout::scale_on_b(spec)
+            }
+            ScaleGranularity::Block { n, k } => {
+                spec.a.is_float() && k == PERSISTENT_BLOCK_K as u32 && n % 64 == 0
+            }
+            ScaleGranularity::Group { .. } => false,
+        };
+    let w4a8 = matches!(spec.b, DType::SInt { bits: 4 } | DType::UInt { bits: 4 })
+        && (spec.a == DType::SInt { bits: 8 } || spec.a == DType::E4M3)
+        && spec.zero_point == ZeroPoint::None
+        && match spec.scale.granularity {
+            ScaleGranularity::Channel | ScaleGranularity::Tensor => {
+                !crate::layout::scale_on_b(spec)
+            }
+            ScaleGranularity::Group { size } => {
+                size == u32::from(PERSISTENT_BLOCK_K) && spec.scale2.is_none()
+            }
+            ScaleGranularity::Block { .. } => false,
+        };
     spec.layout == Layout::Dense
         && crate::layout::is_8bit_activation(spec.a)
-        && spec.b == spec.a
         && !spec.epilogue.is_glu()
-        && scales
+        && (w8a8 || w4a8)
 }
 
 /// What [`persistent_allowed`] admits, in the words of the refusals that name it.
-pub const PERSISTENT_FORMS: &str = "dense W8A8 (weights in A's own 8-bit code) under channel or tensor scales, or float codes under block scales of K extent 128 and N extent a multiple of 64, without a gated epilogue";
+pub const PERSISTENT_FORMS: &str = "dense W8A8 (weights in A's own 8-bit code) under channel or tensor scales, or float codes under block scales of K extent 128 and N extent a multiple of 64; or dense W4A8 (`i4` / `u4` weights without zero points under `e4m3` or `i8`) under channel, tensor or group(128) scales; without a gated epilogue";
+
+/// Whether a persistent kernel promotes each stage's sums into f32 accumulators through a second
+/// accumulator set: block scales (times the rows' group scales) and group scales of 4-bit weights.
+pub fn persistent_promotes(spec: &KernelSpec) -> bool {
+    crate::layout::act_scale_group(spec) > 0
+        || matches!(spec.scale.granularity, ScaleGranularity::Group { .. })
+}
 
 /// Codes per stage of a persistent tile: one 128-byte swizzle row.
 pub const PERSISTENT_BLOCK_K: u16 = 128;
@@ -183,7 +206,7 @@ pub const PERSISTENT_BLOCK_M: [u16; 7] = [8, 16, 32, 64, 128, 192, 256];
 
 /// The persistent tiles of a [`persistent_allowed`] kernel, in selection order: (16, 128) and (64, 128)
 /// for launches of up to 16 and 64 rows (their K splits fill the SMs), (128, 128) and, without
-/// promotion, (128, 256) for more; two consumer warpgroups of `block_n / 2` channels each, as many
+/// promotion, (128, 256) for more (4-bit weights: more stages); two consumer warpgroups of `block_n / 2` channels each, as many
 /// stages as fit. Block scales promote each stage's sums through a second accumulator set, which
 /// halves the rows x channels a warpgroup may hold.
 pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
@@ -198,7 +221,14 @@ pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
         mma: Mma::WgmmaSs,
         ctas_per_sm: 0,
     };
-    if crate::layout::act_scale_group(spec) > 0 {
+    if spec.b.bits() == 4 {
+        // (Half the bytes of weights per stage: more stages fit.)
+        let mut v = vec![t(16, 128, 8), t(64, 128, 8), t(128, 128, 7)];
+        if !persistent_promotes(spec) {
+            v.push(t(128, 256, 6));
+        }
+        v
+    } else if persistent_promotes(spec) {
         vec![t(16, 128, 8), t(64, 128, 7), t(128, 128, 5)]
     } else {
         vec![t(16, 128, 8), t(64, 128, 8), t(128, 128, 6), t(128, 256, 4)]

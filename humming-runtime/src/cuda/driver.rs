@@ -107,6 +107,23 @@ pub(super) fn encode_sw128(
     encode_2d(base, elem, dims, stride, boxes, layout)
 }
 
+/// A 2-D TMA tensor map without swizzle (the persistent kernel's 4-bit weight rows, read by plain
+/// shared-memory loads): as [`encode_sw128`], boxes of `boxes` `{inner, outer}` elements (the inner
+/// one a multiple of 16 bytes).
+pub(super) fn encode_plain(
+    base: u64,
+    elem: TmaElement,
+    dims: [usize; 2],
+    stride: usize,
+    boxes: [u32; 2],
+) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
+    let layout = (
+        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+        sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+    );
+    encode_2d(base, elem, dims, stride, boxes, layout)
+}
+
 fn encode_2d(
     base: u64,
     elem: TmaElement,

@@ -38,16 +38,23 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                     source: e,
                 })
             };
-        let b_map = encode(
-            "B",
-            driver::encode_sw128(
-                wp.b,
-                TmaElement::Byte,
-                [k, n],
-                k,
-                [128, u32::from(tile.block_n)],
-            ),
-        )?;
+        // 8-bit codes: rows of K bytes in the 128-byte swizzle; 4-bit: 64 bytes per 128 codes, as the
+        // kernel's loads read them (WeightLayout::KMajor).
+        let b_map = if g.spec.b.bits() == 4 {
+            let bk = usize::from(humming_spec::tiles::PERSISTENT_BLOCK_K);
+            let row = k.div_ceil(bk) * bk / 2;
+            let boxes = [(bk / 2) as u32, u32::from(tile.block_n)];
+            encode(
+                "B",
+                driver::encode_plain(wp.b, TmaElement::Byte, [row, n], row, boxes),
+            )?
+        } else {
+            let boxes = [128, u32::from(tile.block_n)];
+            encode(
+                "B",
+                driver::encode_sw128(wp.b, TmaElement::Byte, [k, n], k, boxes),
+            )?
+        };
         // TMA stores need 16-byte aligned rows of C; otherwise the kernel stores from registers.
         let tma_c = ldc.is_multiple_of(8) && c_ptr.is_multiple_of(16);
         let rows_per_launch = persistent_rows_per_launch(&tile, n, plan.splits);

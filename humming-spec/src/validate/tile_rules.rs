@@ -277,14 +277,14 @@ pub(super) fn check_persistent_tile(
         );
         return;
     }
-    let promote = crate::layout::act_scale_group(spec) > 0;
+    let promote = crate::tiles::persistent_promotes(spec);
     let accumulators = crate::tiles::persistent_accumulators(t, promote);
     if accumulators > 128 {
         errs.push(
             span.block[0],
             format!(
                 "this wgmma_ss tile keeps {accumulators} f32 accumulators per thread (block M x warp N / 128{}); at most 128",
-                if promote { ", twice with block scales: each stage's sums are promoted" } else { "" }
+                if promote { ", twice with block or group scales: each stage's sums are promoted" } else { "" }
             ),
         );
     }
