@@ -330,37 +330,49 @@ struct Persistent {
 
   // The wgmmas of one BK step: for each k32 step, each of the warpgroup's m64 weight blocks times the
   // stage's rows; `first`: D = A * B for the step's first k32 (a tile's first step, or a promoted set).
+  // 4-bit weights: a step's register operand (A fragments of the warpgroup's kMi weight blocks, 4 k32
+  // steps each).
+  struct Frag {
+    u32 a[kMi][4][4];
+  };
+
+  // Row lane / 4 (+ 8) of warp w's 16 weight rows: the lane's 16 bytes at 16 (lane % 4) hold its 4 k32
+  // steps' codes (humming_spec::layout::k_major_4bit_order), word j: step j.
+  __device__ __forceinline__ static void load_frag(const Smem& sm, int stage, int cw, Frag& f) {
+    const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+    const u32 w0 = sm.b(stage) + (cw * WN + warp * 16 + (lane >> 2)) * kBRowBytes + 16 * (lane & 3);
+#pragma unroll
+    for (int mi = 0; mi < kMi; ++mi) {
+      const uint4 lo = lds128(w0 + mi * 64 * kBRowBytes), hi = lds128(w0 + (mi * 64 + 8) * kBRowBytes);
+      const u32 l[4] = {lo.x, lo.y, lo.z, lo.w}, h[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        widen(l[j], f.a[mi][j][0], f.a[mi][j][2]);
+        widen(h[j], f.a[mi][j][1], f.a[mi][j][3]);
+      }
+    }
+  }
+
+  // The RS wgmmas of one BK step on fragments `f` (which stay untouched until they are done).
+  template <class D>
+  __device__ __forceinline__ static void step_rs(const Smem& sm, int stage, const Frag& f, D (&d)[kMi][kNc][4], bool first) {
+    const u64 rows0 = wgmma_desc_sw128(sm.a(stage));
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < BK / 32; ++k) {
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi) {
+        WgmmaRS8P<Code, BM>::run(d[mi], f.a[mi][k], rows0 + 32 * k / 16, first && k == 0 ? 0 : 1);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // The SS wgmmas of one BK step.
   template <class D>
   __device__ __forceinline__ static void step_mma(const Smem& sm, int stage, int cw, D (&d)[kMi][kNc][4], bool first) {
     // (A descriptor's address field is bits 0-13 of address >> 4: offsets inside the stage add to it.)
     const u64 rows0 = wgmma_desc_sw128(sm.a(stage));
-    if constexpr (kWiden) {
-      // Row lane / 4 (+ 8) of warp w's 16 weight rows: the lane's 16 bytes at 16 (lane % 4) hold its
-      // 4 k32 steps' codes (humming_spec::layout::k_major_4bit_order), word j: step j.
-      const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-      const u32 w0 = sm.b(stage) + (cw * WN + warp * 16 + (lane >> 2)) * kBRowBytes + 16 * (lane & 3);
-      u32 a[kMi][4][4];
-#pragma unroll
-      for (int mi = 0; mi < kMi; ++mi) {
-        const uint4 lo = lds128(w0 + mi * 64 * kBRowBytes), hi = lds128(w0 + (mi * 64 + 8) * kBRowBytes);
-        const u32 l[4] = {lo.x, lo.y, lo.z, lo.w}, h[4] = {hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          widen(l[j], a[mi][j][0], a[mi][j][2]);
-          widen(h[j], a[mi][j][1], a[mi][j][3]);
-        }
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < BK / 32; ++k) {
-#pragma unroll
-        for (int mi = 0; mi < kMi; ++mi) {
-          WgmmaRS8P<Code, BM>::run(d[mi], a[mi][k], rows0 + 32 * k / 16, first && k == 0 ? 0 : 1);
-        }
-      }
-      wgmma_commit();
-      return;
-    }
     const u64 weights0 = wgmma_desc_sw128(sm.b(stage) + cw * WN * 128);
     wgmma_fence();
 #pragma unroll
@@ -373,25 +385,70 @@ struct Persistent {
     wgmma_commit();
   }
 
+  // The steps kb0 .. kb1 of 4-bit weights, each: its wgmmas (`issue(stage, frag, kb)`); `settle(stage,
+  // previous stage)`; the next step's fragments widened into the other buffer while the wgmmas run (the
+  // loop unrolled by two keeps the buffers apart in registers; `settle` has waited for the wgmmas that
+  // read that buffer); `finish(stage)`. Returns the last step's stage.
+  template <class Issue, class Settle, class Finish>
+  __device__ __forceinline__ static int widened_loop(const Smem& sm, int cw, int kb0, int kb1, Ring& r, Issue&& issue,
+                                                     Settle&& settle, Finish&& finish) {
+    Frag f0, f1;
+    int prev = -1;
+    auto step = [&](Frag& cur, Frag& next, int kb) {
+      const int stage = r.stage;
+      issue(stage, cur, kb);
+      settle(stage, prev);
+      r.next();
+      if (kb + 1 < kb1) {
+        mbar_wait(sm.full + 8 * r.stage, r.phase);
+        load_frag(sm, r.stage, cw, next);
+      }
+      finish(stage);
+      prev = stage;
+    };
+    if (kb0 < kb1) {
+      mbar_wait(sm.full + 8 * r.stage, r.phase);
+      load_frag(sm, r.stage, cw, f0);
+    }
+    for (int kb = kb0; kb < kb1; kb += 2) {
+      step(f0, f1, kb);
+      if (kb + 1 < kb1) step(f1, f0, kb + 1);
+    }
+    return prev;
+  }
+
   // Channel and tensor scales: steps kb0 .. kb1 into the accumulators; stage s is released once step
   // s + 1 is committed and step s is done.
   __device__ __forceinline__ static void plain_loop(const Smem& sm, int cw, int kb0, int kb1, Ring& r,
                                                     Acc (&acc)[kMi][kNc][4]) {
     if (kb0 == kb1) zero(acc);  // (no K steps: the plan never makes such a unit)
-    int prev = -1;
-    for (int kb = kb0; kb < kb1; ++kb) {
-      mbar_wait(sm.full + 8 * r.stage, r.phase);
-      step_mma(sm, r.stage, cw, acc, kb == kb0);
-      if constexpr (kWiden) wgmma_wait<0>();  // (the next step's widened codes reuse the registers)
-      if (prev >= 0) {
-        wgmma_wait<1>();
-        release(sm, prev);
+    if constexpr (kWiden) {
+      const int last = widened_loop(
+          sm, cw, kb0, kb1, r, [&](int stage, const Frag& f, int kb) { step_rs(sm, stage, f, acc, kb == kb0); },
+          [&](int, int prev) {
+            if (prev >= 0) {
+              wgmma_wait<1>();
+              release(sm, prev);
+            }
+          },
+          [](int) {});
+      wgmma_wait<0>();
+      if (last >= 0) release(sm, last);
+    } else {
+      int prev = -1;
+      for (int kb = kb0; kb < kb1; ++kb) {
+        mbar_wait(sm.full + 8 * r.stage, r.phase);
+        step_mma(sm, r.stage, cw, acc, kb == kb0);
+        if (prev >= 0) {
+          wgmma_wait<1>();
+          release(sm, prev);
+        }
+        prev = r.stage;
+        r.next();
       }
-      prev = r.stage;
-      r.next();
+      wgmma_wait<0>();
+      if (prev >= 0) release(sm, prev);
     }
-    wgmma_wait<0>();
-    if (prev >= 0) release(sm, prev);
   }
 
   // Promoted steps: each step's sums into `part`, then acc += part * the step's scales: block scale times
@@ -401,12 +458,10 @@ struct Persistent {
     Part part[kMi][kNc][4];
     zero(acc);
     const int warp = (threadIdx.x / 32) & 3;
-    for (int kb = kb0; kb < kb1; ++kb) {
-      mbar_wait(sm.full + 8 * r.stage, r.phase);
-      step_mma(sm, r.stage, cw, part, true);
-      // The step's scales while its wgmmas run: rs[c] of rows 8 c + 2 (lane % 4) + {0, 1}, ws[mi] of
-      // channels warp * 16 + lane / 4 + {0, 8} of block mi.
-      const u32 sc = sm.scales(r.stage);
+    // After a step's wgmmas were issued: its scales, the wait, the release and the promotion.
+    auto promote = [&](int stage) {
+      // rs[c]: rows 8 c + 2 (lane % 4) + {0, 1}; ws[mi]: channels warp * 16 + lane / 4 + {0, 8} of block mi.
+      const u32 sc = sm.scales(stage);
       float2 rs[kRowPromote ? kNc : 1], ws[kMi];
       if constexpr (kRowPromote) {
         const float b = __uint_as_float(lds32(sc + 4 * (BM + cw)));
@@ -424,7 +479,7 @@ struct Persistent {
         }
       }
       wgmma_wait<0>();
-      release(sm, r.stage);
+      release(sm, stage);
 #pragma unroll
       for (int c = 0; c < kNc; ++c) {
 #pragma unroll
@@ -436,7 +491,18 @@ struct Persistent {
           for (int e = 0; e < 4; ++e) acc[mi][c][e] = fmaf(static_cast<float>(part[mi][c][e]), s[e], acc[mi][c][e]);
         }
       }
-      r.next();
+    };
+    if constexpr (kWiden) {
+      widened_loop(
+          sm, cw, kb0, kb1, r, [&](int stage, const Frag& f, int) { step_rs(sm, stage, f, part, true); }, [](int, int) {},
+          promote);
+    } else {
+      for (int kb = kb0; kb < kb1; ++kb) {
+        mbar_wait(sm.full + 8 * r.stage, r.phase);
+        step_mma(sm, r.stage, cw, part, true);
+        promote(r.stage);
+        r.next();
+      }
     }
   }
 

@@ -107,12 +107,13 @@ pub const fn unit_bytes(bits: u32) -> usize {
 fn k_major_4bit(spec: &humming_spec::KernelSpec, n: usize, k: usize, codes: &[u8]) -> Vec<u8> {
     let bk = usize::from(humming_spec::tiles::PERSISTENT_BLOCK_K);
     let row_bytes = k.div_ceil(bk) * bk / 2;
-    let zero = if spec.b.is_signed() { 8 } else { 0 };
-    let code = |c: u8| layout::k_major_4bit_code(spec.a, spec.b, c);
+    // (Signed codes are held in two's complement and packed offset-binary, as the fragments are.)
+    let offset = if spec.b.is_signed() { 8 } else { 0 };
+    let code = |c: u8| layout::k_major_4bit_code(spec.a, spec.b, c ^ offset);
     let mut out = vec![0u8; n * row_bytes];
     for (row, dst) in out.chunks_exact_mut(row_bytes).enumerate() {
         for kk in 0..row_bytes * 2 {
-            let c = if kk < k { codes[row * k + kk] } else { zero };
+            let c = if kk < k { codes[row * k + kk] } else { 0 };
             let q = (kk / bk) * bk + layout::k_major_4bit_order(kk % bk);
             dst[q / 2] |= code(c) << (4 * (q % 2));
         }

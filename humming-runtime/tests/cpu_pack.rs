@@ -752,8 +752,9 @@ fn k_major_4bit_as_the_kernel_reads_it(weights: &[f32], n: usize, k: usize) {
                             for (half, nib) in [(0, byte & 15), (1, byte >> 4)] {
                                 let kk = blk * 128 + 32 * j + 16 * half + 4 * t + i;
                                 let want = if kk < k {
+                                    // (Codes as held: two's complement for signed weights.)
                                     let c = i32::from(w.codes()[r * k + kk]);
-                                    if signed { c - 8 } else { c }
+                                    if signed && c >= 8 { c - 16 } else { c }
                                 } else {
                                     0
                                 };

@@ -112,7 +112,8 @@ pub const fn k_major_4bit_order(p: usize) -> usize {
     2 * (16 * t + 4 * j + i) + high
 }
 
-/// The nibble a K-major 4-bit weight code `c` (as stored: offset-binary `v + 8` for signed codes) is
+/// The nibble a K-major 4-bit weight code `c` (offset-binary `v + 8` for signed codes, as the fragments
+/// take them: the held two's complement code XOR 8) is
 /// packed as under activations `a`: signed codes under e4m3 as `v`, or `8 + (-v - 1)` for `v < 0`, so
 /// that the kernel widens them into e4m3's sign and magnitude by a mask and an add; every other code as
 /// it is (`cuda/humming/persistent.cuh`, `widen`).
