@@ -10,6 +10,15 @@ nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 timeout 90 .gpu/gpu_persistent-* --test-threads=4 --nocapture > "$out/tests.log" 2>&1
 echo "tests rc=$?: $(grep -E "test result" "$out/tests.log")"
 grep -E "relative error|panicked" "$out/tests.log" | cut -c1-220
+# A baseline build of the kernel (.gpu/base/bench, where packed) timed beside this one, interleaved.
+if [ -x .gpu/base/bench ]; then
+  for v in base new; do
+    b=.gpu/bench; [ $v = base ] && b=.gpu/base/bench
+    timeout 60 $b --kernels "${AB_KERNELS:-w4a8_ss,w8a8_fp8_block_ss}" --shapes 8192x8192 --ms 256,1024,4096 \
+      --out "$out/ab-$v" > "$out/ab-$v.log" 2>&1
+    grep -E "^(w4a|w8a)" "$out/ab-$v.log" | grep -v humming.gemm | sed "s/^/$v /"
+  done
+fi
 BENCH_KERNELS="${BENCH_KERNELS:-w4a16,w4a8,w4a8_ss,w4a8_int8,w4a8_int8_ss}" HK_SECTIONS=dense_w4a8 HB_BUDGET_S="${HB_BUDGET_S:-140}" \
   OUT="$out" timeout 300 bash scripts/act8-h200.sh bench > "$out/bench-step.log" 2>&1
 echo "bench rc=$?"; grep -cE "^w4a" "$out/bench.log"; tail -3 "$out/hk-ext.log" 2>/dev/null
