@@ -346,8 +346,8 @@ pub fn wgmma_allowed(spec: &KernelSpec) -> bool {
 /// The tile configurations a kernel is compiled with: the declared ones, or [`default_tiles`] for its
 /// archs ([`moe_default_tiles`] for a MoE layout; their `mma.sync` tiles for W4A8 FP8,
 /// [`crate::layout::act8_on_16bit_mma`]; [`act8_default_tiles`] or [`act8_moe_tiles`] for the other
-/// 8-bit activations; on sm_90a [`act8_wgmma_tiles`], or for W8A8 FP8 block scales
-/// [`persistent_tiles`]) (a default tile compiled for several CTAs per SM only where they fit,
+/// 8-bit activations; on sm_90a [`act8_wgmma_tiles`], or for W8A8 FP8 block scales and W4A8 group
+/// scales [`persistent_tiles`]) (a default tile compiled for several CTAs per SM only where they fit,
 /// [`ctas_fit`]).
 pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
     if spec.tiles.len == 0 {
@@ -368,10 +368,10 @@ pub fn tiles_of(spec: &KernelSpec) -> Vec<TileConfig> {
             tiles
         };
         if act8 && spec.archs.contains(Arch::Sm90a) {
-            // Block scales run on the persistent kernel (faster at every M measured), which then
-            // serves every launch on sm_90a (its own weight layout), so its tiles replace the
-            // register-operand wgmma tiles there.
-            if persistent_allowed(spec) && crate::layout::act_scale_group(spec) > 0 {
+            // Promoted forms (block scales, W4A8 group scales) run on the persistent kernel (faster
+            // from M = 16 up as measured), which then serves every launch on sm_90a (its own weight
+            // layout), so its tiles replace the register-operand wgmma tiles there.
+            if persistent_allowed(spec) && persistent_promotes(spec) {
                 tiles.extend(persistent_tiles(spec));
             } else if act8_wgmma_allowed(spec) {
                 tiles.extend(act8_wgmma_tiles(spec));

@@ -270,8 +270,9 @@ fn validation_rules() {
 }
 
 /// Block-scaled W8A8 FP8 takes activation groups of the block's K extent and promotes; on sm_90a its
-/// default tiles are the persistent catalogue. W4A8 FP8 promotes on `wgmma` tiles whose two
-/// accumulator sets fit. Per-row kernels have no activation groups.
+/// default tiles are the persistent catalogue, and so are W4A8's (group scales, promoted per stage,
+/// without activation groups); W4A8's register-operand `wgmma` tiles, where declared, keep both
+/// accumulator sets within the registers. Per-row kernels have no activation groups.
 #[test]
 fn activation_groups_of_block_scales() {
     use humming_spec::layout::act_scale_group;
@@ -284,10 +285,22 @@ fn activation_groups_of_block_scales() {
     };
     assert_eq!(of(&block, Mma::WgmmaSs), persistent_tiles(&block));
     assert!(of(&block, Mma::Wgmma).is_empty());
+    for fields in [
+        "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
+        "a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
+    ] {
+        let w4a8 = spec(fields);
+        assert_eq!(act_scale_group(&w4a8), 0, "{fields}");
+        assert_eq!(of(&w4a8, Mma::WgmmaSs), persistent_tiles(&w4a8), "{fields}");
+        assert!(of(&w4a8, Mma::Wgmma).is_empty(), "{fields}");
+    }
+    // Declared, W4A8's register-operand wgmma tiles still promote where both sets fit.
     let w4a8 = spec("a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]");
-    let wgmma = of(&w4a8, Mma::Wgmma);
-    assert!(!wgmma.is_empty());
-    assert!(wgmma.iter().all(|t| act8_wgmma_tile_fits(&w4a8, t)));
+    assert!(
+        humming_spec::tiles::act8_wgmma_tiles(&w4a8)
+            .iter()
+            .all(|t| act8_wgmma_tile_fits(&w4a8, t))
+    );
     for per_row in [
         "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]",
         "a: f16, b: e4m3, scale: block(128, 128, f32)",

@@ -2,6 +2,7 @@
 // descriptor: humming.gemm.v1 a=e4m3 b=i4 c=f16 scale=group128:f16 scale2=none zero_point=none bias=false layout=dense epilogue=none arch=sm_90a tiles=default
 // sha256:     88a9310a50fd5753aaf8b7b64542aa183480ae627546610f55ed5a9542994da4
 #include "humming/gemm.cuh"
+#include "humming/persistent.cuh"
 #include "humming/act_quant.cuh"
 
 namespace {
@@ -79,26 +80,31 @@ humming_88a9310a50fd5753aaf8b7b64542aa18_t4(const __grid_constant__ humming::Gem
   Kernel<Tile4>::run(params);
 }
 
-// tile 5: b64x128x128w64x32x64s4wgmma, 384 threads, 70656 bytes of shared memory
-using Tile5 = humming::Tile<64, 128, 128, 64, 32, 64, 4, true, 240>;
-static_assert(Kernel<Tile5>::kSmemBytes == 70656u, "shared memory disagrees with the Rust resource model");
-static_assert(Kernel<Tile5>::kStaged == true, "staged epilogue disagrees with the Rust resource model");
-static_assert(Kernel<Tile5>::kAtomicC == true, "atomic split-K disagrees with the Rust resource model");
-static_assert(Kernel<Tile5>::kLaunchThreads == 384, "threads disagrees with the Rust resource model");
+// tile 5: b16x128x128w16x64x128s8wgmma_ss, 384 threads, 95376 bytes of shared memory (persistent)
+using Tile5 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3>;
+static_assert(Tile5::kSmemBytes == 95376u, "shared memory disagrees with the Rust resource model");
+static_assert(Tile5::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_88a9310a50fd5753aaf8b7b64542aa18_t5(const __grid_constant__ humming::GemmParams params) {
-  Kernel<Tile5>::run(params);
+  Tile5::run(params);
 }
 
-// tile 6: b128x128x64w128x16x64s4wgmma, 384 threads, 54272 bytes of shared memory
-using Tile6 = humming::Tile<128, 128, 64, 128, 16, 64, 4, true, 240>;
-static_assert(Kernel<Tile6>::kSmemBytes == 54272u, "shared memory disagrees with the Rust resource model");
-static_assert(Kernel<Tile6>::kStaged == false, "staged epilogue disagrees with the Rust resource model");
-static_assert(Kernel<Tile6>::kAtomicC == false, "atomic split-K disagrees with the Rust resource model");
-static_assert(Kernel<Tile6>::kLaunchThreads == 384, "threads disagrees with the Rust resource model");
+// tile 6: b64x128x128w64x64x128s8wgmma_ss, 384 threads, 169104 bytes of shared memory (persistent)
+using Tile6 = humming::Persistent<Quant, humming::PersistentTile<64, 128, 64, 8>, humming::CodeE4M3>;
+static_assert(Tile6::kSmemBytes == 169104u, "shared memory disagrees with the Rust resource model");
+static_assert(Tile6::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
 humming_88a9310a50fd5753aaf8b7b64542aa18_t6(const __grid_constant__ humming::GemmParams params) {
-  Kernel<Tile6>::run(params);
+  Tile6::run(params);
+}
+
+// tile 7: b128x128x128w128x64x128s7wgmma_ss, 384 threads, 209536 bytes of shared memory (persistent)
+using Tile7 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 7>, humming::CodeE4M3>;
+static_assert(Tile7::kSmemBytes == 209536u, "shared memory disagrees with the Rust resource model");
+static_assert(Tile7::kLaunchThreads == 384, "threads disagree with the Rust resource model");
+extern "C" __global__ void __launch_bounds__(384, 1)
+humming_88a9310a50fd5753aaf8b7b64542aa18_t7(const __grid_constant__ humming::GemmParams params) {
+  Tile7::run(params);
 }
 
 // The input quantization: 16-bit A to the kernel's codes and row (or group) scales.
