@@ -178,7 +178,7 @@ struct Persistent {
       const u32 full = sm.full + 8 * r.stage;
       const int col0 = w.tile_n * BN;
       // Group scales: the tile's columns below N (N % 64 == 0: whole 16-byte chunks); the rest of the
-      // buffer only ever multiplies the zero-filled weights of channels past N, which C never receives.
+      // buffer keeps older scales, which only reach the sums of channels past N, which C never receives.
       const int scale_bytes = kGroupPromote ? 4 * min(BN, p.n - col0) : 0;
       mbar_arrive_expect_tx(full, kBBytes + kABytes + scale_bytes);
       tma_load_2d(sm.b(r.stage), &p.b_map, kb * kBRowBytes, col0, full);

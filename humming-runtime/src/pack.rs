@@ -72,8 +72,8 @@ pub struct PackedWeights {
     pub n: usize,
     /// Input features K (a multiple of 64).
     pub k: usize,
-    /// Packed codes: `N * K * bits / 8` bytes, `(K/64) * (N/64)` units of `512 * bits` bytes (the
-    /// K-major layout: see [`WeightLayout::KMajor`]).
+    /// Packed codes: `N * K * bits / 8` bytes, `(K/64) * (N/64)` units of `512 * bits` bytes; in the
+    /// K-major layout `N * layout::k_major_row_bytes(bits, K)` (see [`WeightLayout::KMajor`]).
     pub b: Vec<u8>,
     /// The scale grid on B, raw bits of A's dtype: `[rows][N]` permuted; empty when the primary scale
     /// is not on B (see the module doc).
@@ -106,7 +106,7 @@ pub const fn unit_bytes(bits: u32) -> usize {
 /// [`layout::k_major_4bit_code`], the last block filled with zero values.
 fn k_major_4bit(spec: &humming_spec::KernelSpec, n: usize, k: usize, codes: &[u8]) -> Vec<u8> {
     let bk = usize::from(humming_spec::tiles::PERSISTENT_BLOCK_K);
-    let row_bytes = k.div_ceil(bk) * bk / 2;
+    let row_bytes = layout::k_major_row_bytes(4, k);
     // (Signed codes are held in two's complement and packed offset-binary, as the fragments are.)
     let offset = if spec.b.is_signed() { 8 } else { 0 };
     let code = |c: u8| layout::k_major_4bit_code(spec.a, spec.b, c ^ offset);
@@ -246,10 +246,11 @@ impl QuantizedWeights {
     }
 
     /// Packs the weights into `layout`: [`QuantizedWeights::pack`] for [`WeightLayout::Fragments`];
-    /// for [`WeightLayout::KMajor`] (the persistent kernel's, 8-bit codes in A's own code) the
-    /// codes as they are, `[N, K]` one byte each, block scales as given in `block_scales` (exact f32)
-    /// with a channel factor of the secondary scale (1 without one), channel and tensor scales in the
-    /// channel factor. N and K multiples of 64 as for the fragments (the loads stay 16-byte aligned).
+    /// for [`WeightLayout::KMajor`] (the persistent kernel's) 8-bit codes as they are, `[N, K]` one
+    /// byte each, 4-bit codes in that layout's own order (`layout::k_major_4bit_order`), block and
+    /// group scales as given in `block_scales` (exact f32) with a channel factor of the secondary scale
+    /// (1 without one), channel and tensor scales in the channel factor. N and K multiples of 64 as
+    /// for the fragments (the loads stay 16-byte aligned).
     ///
     /// # Errors
     /// As [`QuantizedWeights::pack`]; `spec` when the K-major layout is asked of weights no persistent

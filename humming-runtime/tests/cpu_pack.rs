@@ -730,7 +730,7 @@ fn k_major_4bit_as_the_kernel_reads_it(weights: &[f32], n: usize, k: usize) {
         let src = if fields.contains("u4") { &abs } else { weights };
         let w = QuantizedWeights::quantize(&spec, n, k, src).unwrap();
         let p = w.pack_for(WeightLayout::KMajor).unwrap();
-        let row = k.div_ceil(128) * 64;
+        let row = k.div_ceil(128) * 64; // (64 bytes per 128 codes: the kernel's stage row)
         assert_eq!(p.b.len(), n * row, "{fields}");
         let signed = fields.contains("i4");
         let float_a = fields.contains("e4m3");

@@ -102,6 +102,12 @@ pub fn act8_k_order(p: usize) -> usize {
     4 * l + r + 2 * h
 }
 
+/// Bytes of one row of K-major weights ([`WeightLayout::KMajor`]) of `bits`-bit codes and K = `k`: K
+/// bytes for 8-bit codes, 64 per 128-code block (the last one padded) for 4-bit codes.
+pub const fn k_major_row_bytes(bits: u32, k: usize) -> usize {
+    if bits == 4 { k.div_ceil(128) * 64 } else { k }
+}
+
 /// K-major 4-bit weights (the persistent kernel's, [`WeightLayout::KMajor`]): the nibble that holds code
 /// `p` (0..128) of a row's 128-code block. Lane `l % 4` of a warp reads the row's 16 bytes at `16 (l %
 /// 4)`; their word `j` holds k32 step `j`, its low nibbles the codes `4 (l % 4) + i` and its high ones

@@ -276,7 +276,9 @@ fn validation_rules() {
 #[test]
 fn activation_groups_of_block_scales() {
     use humming_spec::layout::act_scale_group;
-    use humming_spec::tiles::{act8_wgmma_promotes, act8_wgmma_tile_fits, persistent_tiles};
+    use humming_spec::tiles::{
+        act8_wgmma_promotes, act8_wgmma_tile_fits, act8_wgmma_tiles, persistent_tiles,
+    };
     let block = spec("a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]");
     assert_eq!(act_scale_group(&block), 128);
     assert!(act8_wgmma_promotes(&block));
@@ -294,13 +296,15 @@ fn activation_groups_of_block_scales() {
         assert_eq!(of(&w4a8, Mma::WgmmaSs), persistent_tiles(&w4a8), "{fields}");
         assert!(of(&w4a8, Mma::Wgmma).is_empty(), "{fields}");
     }
-    // Declared, W4A8's register-operand wgmma tiles still promote where both sets fit.
+    // Both accumulator sets of W4A8's promoted persistent tiles fit the rule's 128 registers.
     let w4a8 = spec("a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]");
-    assert!(
-        humming_spec::tiles::act8_wgmma_tiles(&w4a8)
-            .iter()
-            .all(|t| act8_wgmma_tile_fits(&w4a8, t))
-    );
+    for t in persistent_tiles(&w4a8) {
+        assert!(
+            humming_spec::tiles::persistent_accumulators(&t, true) <= 128,
+            "{t}"
+        );
+    }
+    assert!(act8_wgmma_tile_fits(&w4a8, &act8_wgmma_tiles(&w4a8)[0]));
     for per_row in [
         "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]",
         "a: f16, b: e4m3, scale: block(128, 128, f32)",

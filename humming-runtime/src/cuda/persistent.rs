@@ -42,7 +42,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         // kernel's loads read them (WeightLayout::KMajor).
         let b_map = if g.spec.b.bits() == 4 {
             let bk = usize::from(humming_spec::tiles::PERSISTENT_BLOCK_K);
-            let row = k.div_ceil(bk) * bk / 2;
+            let row = humming_spec::layout::k_major_row_bytes(4, k);
             let boxes = [(bk / 2) as u32, u32::from(tile.block_n)];
             encode(
                 "B",

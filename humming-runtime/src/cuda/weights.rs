@@ -25,7 +25,7 @@ pub struct DeviceWeights {
     pub(super) channel: Option<CudaSlice<f32>>,
     /// The packed layout of `b` (that of the kernel's loaded tiles).
     pub(super) layout: WeightLayout,
-    /// [`WeightLayout::KMajor`] with block scales: the f32 block scales.
+    /// [`WeightLayout::KMajor`] with block or group scales: those f32 scales.
     pub(super) block_scales: Option<CudaSlice<f32>>,
 }
 

@@ -283,7 +283,7 @@ pub(super) fn check_persistent_tile(
         errs.push(
             span.block[0],
             format!(
-                "this wgmma_ss tile keeps {accumulators} f32 accumulators per thread (block M x warp N / 128{}); at most 128",
+                "this wgmma_ss tile keeps {accumulators} accumulators per thread (block M x warp N / 128{}); at most 128",
                 if promote { ", twice with block or group scales: each stage's sums are promoted" } else { "" }
             ),
         );
