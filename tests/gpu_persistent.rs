@@ -1,12 +1,14 @@
 //! GPU correctness of the persistent kernel (`mma = wgmma_ss` tiles, `cuda/humming/persistent.cuh`):
 //! W8A8 FP8 with channel, tensor and block scales, W8A8 INT8 with channel scales, W4A8 FP8 and INT8
-//! with group scales and unsigned W4A8 with channel scales, each tile of the catalogue
+//! with group scales, W4A8 with channel and tensor scales (signed and unsigned codes), each tile of the catalogue
 //! (`humming_spec::tiles::persistent_tiles`) reached by the launches' M.
 //!
 //! - `gpu_persistent_<format>`: the 8-bit suite of `gpu_act8.rs` (`run` on 16-bit A, M in {1, 7, 16,
 //!   20, 33, 200}, N in {128, 320}, K in {256, 1024, 320}, the runtime's K splits and 3 fixed splits,
 //!   C poisoned and guarded, every element written, two launches equal, within 2e-3 (f16) / 8e-3
 //!   (bf16) of the f64 reference of the quantized activations).
+//! - `gpu_persistent_long_k`: K = 8192 on one output tile (no splits), where channel and tensor scales
+//!   sum all of K in the wgmma accumulators.
 //! - `gpu_persistent_many_tiles`: more output tiles than SMs (each CTA walks several, in raster bands,
 //!   the last band short) with an M, N and K tail.
 //! - `gpu_persistent_plain_store`: a row stride of C that TMA cannot store (ldc % 8 != 0): the kernel
@@ -83,6 +85,15 @@ humming::gemm! {
         tile(block = (64, 128, 128), stages = 8, mma = wgmma_ss),
         tile(block = (128, 256, 128), stages = 6, mma = wgmma_ss)] }
 
+    /// W4A8 forms admitted without promotion or with other codes than the suites above: signed codes
+    /// under e4m3 with a tensor scale (the one's-complement widening without promotion), unsigned
+    /// codes under i8 with channel scales.
+    pub kernel SsW4a8Tensor { a: e4m3, b: i4, c: bf16, scale: tensor(f32), arch: [sm_90a],
+        tiles: [tile(block = (16, 128, 128), stages = 8, mma = wgmma_ss),
+                tile(block = (128, 256, 128), stages = 6, mma = wgmma_ss)] }
+    pub kernel SsW4a8Int8U4 { a: i8, b: u4, c: f16, scale: channel(f32), arch: [sm_90a],
+        tiles: [tile(block = (128, 128, 128), stages = 7, mma = wgmma_ss)] }
+
     /// The same formats as SsChannel on the default tiles (the fragment layout).
     pub kernel FragChannel { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a] }
 }
@@ -143,6 +154,65 @@ fn gpu_persistent_w4a8_int8() {
 #[test]
 fn gpu_persistent_w4a8_channel_u4() {
     persistent_suite::<f16, SsW4a8Channel>("gpu_persistent_w4a8_channel_u4");
+}
+
+#[test]
+fn gpu_persistent_w4a8_tensor() {
+    persistent_suite::<bf16, SsW4a8Tensor>("gpu_persistent_w4a8_tensor");
+}
+#[test]
+fn gpu_persistent_w4a8_int8_u4_channel() {
+    persistent_suite::<f16, SsW4a8Int8U4>("gpu_persistent_w4a8_int8_u4_channel");
+}
+
+/// A long K (8192, 64 stages) on one output tile without K splits: the forms that sum all of K in the
+/// wgmma accumulators (channel scales, no promotion) and a promoted one, within the suites' tolerance.
+#[test]
+fn gpu_persistent_long_k() {
+    let name = "gpu_persistent_long_k";
+    let Some(s) = hopper(name) else { return };
+    let sd = seed();
+    let mut rng = Rng::new(sd);
+    let (n, k) = (128, 8192);
+    fn one<K: humming::GemmKernel<A = f16, C = f16>>(
+        s: &Stream,
+        rng: &mut Rng,
+        m: usize,
+        (n, k): (usize, usize),
+        label: &str,
+    ) -> f64 {
+        let gemm = Gemm::<f16, f16>::load::<K>(s).expect("load");
+        let w = QuantizedWeights::quantize(&K::DESCRIPTOR, n, k, &random_weights(rng, n, k))
+            .expect("quantize");
+        let dw = gemm.upload(&w).expect("upload");
+        case(s, &gemm, &w, &dw, m, rng, label).0
+    }
+    for m in [16, 200] {
+        let e4 = one::<SsW4a8Channel>(
+            &s,
+            &mut rng,
+            m,
+            (n, k),
+            &format!("{name} SsW4a8Channel M={m} seed={sd}"),
+        );
+        let e8 = one::<SsTensor256>(
+            &s,
+            &mut rng,
+            m,
+            (n, k),
+            &format!("{name} SsTensor256 M={m} seed={sd}"),
+        );
+        let g = one::<SsW4a8Int8>(
+            &s,
+            &mut rng,
+            m,
+            (n, k),
+            &format!("{name} SsW4a8Int8 M={m} seed={sd}"),
+        );
+        eprintln!(
+            "{name}: M={m} K={k}: relative error {e4:.2e} (W4A8 channel), {e8:.2e} (W8A8 tensor), {g:.2e} (W4A8 INT8 group)"
+        );
+    }
 }
 
 #[test]
