@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 stage=$(mktemp -d)
 newest() { ls -t $1 2>/dev/null | grep -v '\.d$' | head -1; }
 cp "$(newest 'target/release/deps/gpu_persistent-*')" "$stage/"
+act8="$(newest 'target/release/deps/gpu_act8-*')"; [ -n "$act8" ] && cp "$act8" "$stage/"
 cp target/release/examples/bench "$stage/"
 cp .gpu/probe "$stage/"
 [ -f .gpu/humming_py_bench_ext.py ] && cp .gpu/humming_py_bench_ext.py "$stage/"
