@@ -204,79 +204,46 @@ template <class Code, int kN>
 struct WgmmaSS8;
 """
 
-def spec_ss(n):
+def spec_p8(n, rs):
+    """The persistent kernel's m64n{n}k32 wrapper of 8-bit codes: A (the weights) from shared memory
+    (WgmmaSS8) or, rs, from registers (WgmmaRS8P); B (the rows) from shared memory."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
-    da, db, sd = regs, regs + 1, regs + 2
     out_ops = ", ".join(f'CON(d[{c}][{j}])' for c in range(n // 8) for j in range(4))
-    macro = f"HUMMING_WGMMA_SS_M64N{n}K32"
+    if rs:
+        a0, db, sd = regs, regs + 4, regs + 5
+        a_op = "{" + ", ".join(f"%{a0 + i}" for i in range(4)) + "}"
+        in_ops = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              '
+        macro, struct, a_param = f"HUMMING_WGMMA_RS_M64N{n}K32", "WgmmaRS8P", "const u32 (&a)[4]"
+        what = (f"// The m64n{n}k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale\n"
+                f"// immediates, CON the accumulators' operand constraint.\n")
+        acc_note = ""
+    else:
+        da, db, sd = regs, regs + 1, regs + 2
+        a_op = f"%{da}"
+        in_ops = '"l"(desc_a), "l"(desc_b), "r"(scale_d)                                                         '
+        macro, struct, a_param = f"HUMMING_WGMMA_SS_M64N{n}K32", "WgmmaSS8", "u64 desc_a"
+        what = (f"// The m64n{n}k32 instruction: accumulator type ACC, codes TY, TAIL the scale immediates, CON the\n"
+                f"// accumulators' operand constraint.\n")
+        acc_note = "  // (Acc: float for float codes, int for s8.)\n"
     body = (
         f'  asm volatile(                                                              \\\n'
         f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n"                        \\\n'
         f'      "wgmma.mma_async.sync.aligned.m64n{n}k32." ACC "." TY "." TY " "               \\\n'
         f'      "{{{outs}}}, "                                                   \\\n'
-        f'      "%{da}, %{db}, p" TAIL ";\\n}}\\n"                                   \\\n'
+        f'      "{a_op}, %{db}, p" TAIL ";\\n}}\\n"                                   \\\n'
         f'      : {out_ops}                                    \\\n'
-        f'      : "l"(desc_a), "l"(desc_b), "r"(scale_d)                                                         \\\n'
+        f'      : {in_ops}\\\n'
         f'      : "memory")\n'
     )
     return (
-        f"\n// The m64n{n}k32 instruction: accumulator type ACC, codes TY, TAIL the scale immediates, CON the\n"
-        f"// accumulators' operand constraint.\n"
+        f"\n{what}"
         f"#define {macro}(ACC, TY, TAIL) \\\n{body}"
         f"\ntemplate <class Code>\n"
-        f"struct WgmmaSS8<Code, {n}> {{\n"
-        f"  // (Acc: float for float codes, int for s8.)\n"
+        f"struct {struct}<Code, {n}> {{\n"
+        f"{acc_note}"
         f"  template <class Acc>\n"
-        f"  __device__ __forceinline__ static void run(Acc (&d)[{n // 8}][4], u64 desc_a, u64 desc_b, int scale_d) {{\n"
-        f"#if HUMMING_HAS_WGMMA\n"
-        f"    if constexpr (Code::kInt) {{\n"
-        f"#define CON(x) \"+r\"(x)\n"
-        f"      {macro}(\"s32\", \"s8\", \"\");\n"
-        f"#undef CON\n"
-        f"    }} else {{\n"
-        f"#define CON(x) \"+f\"(x)\n"
-        f"      if constexpr (Code::kE4M3) {{\n"
-        f"        {macro}(\"f32\", \"e4m3\", \", 1, 1\");\n"
-        f"      }} else {{\n"
-        f"        {macro}(\"f32\", \"e5m2\", \", 1, 1\");\n"
-        f"      }}\n"
-        f"#undef CON\n"
-        f"    }}\n"
-        f"#else\n"
-        f"    __trap();\n"
-        f"#endif\n"
-        f"  }}\n"
-        f"}};\n"
-        f"#undef {macro}\n"
-    )
-
-
-def spec_rs(n):
-    regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    a0, db, sd = regs, regs + 4, regs + 5
-    a = ", ".join(f"%{a0 + i}" for i in range(4))
-    out_ops = ", ".join(f'CON(d[{c}][{j}])' for c in range(n // 8) for j in range(4))
-    macro = f"HUMMING_WGMMA_RS_M64N{n}K32"
-    body = (
-        f'  asm volatile(                                                              \\\n'
-        f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{sd}, 0;\\n"                        \\\n'
-        f'      "wgmma.mma_async.sync.aligned.m64n{n}k32." ACC "." TY "." TY " "               \\\n'
-        f'      "{{{outs}}}, "                                                   \\\n'
-        f'      "{{{a}}}, %{db}, p" TAIL ";\\n}}\\n"                                   \\\n'
-        f'      : {out_ops}                                    \\\n'
-        f'      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)              \\\n'
-        f'      : "memory")\n'
-    )
-    return (
-        f"\n// The m64n{n}k32 instruction with A in registers: accumulator type ACC, codes TY, TAIL the scale\n"
-        f"// immediates, CON the accumulators' operand constraint.\n"
-        f"#define {macro}(ACC, TY, TAIL) \\\n{body}"
-        f"\ntemplate <class Code>\n"
-        f"struct WgmmaRS8P<Code, {n}> {{\n"
-        f"  template <class Acc>\n"
-        f"  __device__ __forceinline__ static void run(Acc (&d)[{n // 8}][4], const u32 (&a)[4], u64 desc_b, int scale_d) {{\n"
+        f"  __device__ __forceinline__ static void run(Acc (&d)[{n // 8}][4], {a_param}, u64 desc_b, int scale_d) {{\n"
         f"#if HUMMING_HAS_WGMMA\n"
         f"    if constexpr (Code::kInt) {{\n"
         f"#define CON(x) \"+r\"(x)\n"
@@ -316,6 +283,6 @@ for name, header, bits in (("wgmma.cuh", HEADER, 16), ("wgmma8.cuh", HEADER8, 8)
 # The persistent kernel's token tiles (rows of C) per warpgroup instruction.
 SS_N = (8, 16, 32, 64, 128, 192, 256)
 (folder / "wgmma_ss.cuh").write_text(
-    HEADER_SS + "".join(spec_ss(n) for n in SS_N) + RS_DECL + "".join(spec_rs(n) for n in SS_N) + FOOTER
+    HEADER_SS + "".join(spec_p8(n, False) for n in SS_N) + RS_DECL + "".join(spec_p8(n, True) for n in SS_N) + FOOTER
 )
 print(f"wrote {folder / 'wgmma_ss.cuh'}")

@@ -272,12 +272,8 @@ impl QuantizedWeights {
         let (n, k) = (self.n, self.k);
         check_tiling(n, k)?;
         // Block scales, and group scales of 4-bit weights, stay f32 for the kernel's promotion.
-        let block = matches!(
-            spec.scale.granularity,
-            humming_spec::ScaleGranularity::Block { .. }
-                | humming_spec::ScaleGranularity::Group { .. }
-        );
-        let channel = if block {
+        let promoted = humming_spec::tiles::persistent_promotes(spec);
+        let channel = if promoted {
             // Only a secondary scale remains for the epilogue.
             let mut ch = vec![1f32; n];
             for (col, c) in ch.iter_mut().enumerate() {
@@ -301,7 +297,7 @@ impl QuantizedWeights {
             zeros: Vec::new(),
             channel,
             layout,
-            block_scales: if block {
+            block_scales: if promoted {
                 self.scales.clone()
             } else {
                 Vec::new()

@@ -160,28 +160,20 @@ pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
 /// points, widened in registers under e4m3 or i8) under channel or tensor scales or group scales of 128
 /// without a secondary scale.
 pub fn persistent_allowed(spec: &KernelSpec) -> bool {
+    // Channel and tensor scales reach the epilogue; the promoted ones differ per form.
+    let g = spec.scale.granularity;
+    let per_channel = matches!(g, ScaleGranularity::Channel | ScaleGranularity::Tensor)
+        && !crate::layout::scale_on_b(spec);
     let w8a8 = spec.b == spec.a
-        && match spec.scale.granularity {
-            ScaleGranularity::Channel | ScaleGranularity::Tensor => {
-                !crate::layout::scale_on_b(spec)
-            }
-            ScaleGranularity::Block { n, k } => {
-                spec.a.is_float() && k == PERSISTENT_BLOCK_K as u32 && n % 64 == 0
-            }
-            ScaleGranularity::Group { .. } => false,
-        };
+        && (per_channel
+            || matches!(g, ScaleGranularity::Block { n, k }
+                if spec.a.is_float() && k == PERSISTENT_BLOCK_K as u32 && n % 64 == 0));
     let w4a8 = matches!(spec.b, DType::SInt { bits: 4 } | DType::UInt { bits: 4 })
         && (spec.a == DType::SInt { bits: 8 } || spec.a == DType::E4M3)
         && spec.zero_point == ZeroPoint::None
-        && match spec.scale.granularity {
-            ScaleGranularity::Channel | ScaleGranularity::Tensor => {
-                !crate::layout::scale_on_b(spec)
-            }
-            ScaleGranularity::Group { size } => {
-                size == u32::from(PERSISTENT_BLOCK_K) && spec.scale2.is_none()
-            }
-            ScaleGranularity::Block { .. } => false,
-        };
+        && (per_channel
+            || matches!(g, ScaleGranularity::Group { size }
+                if size == u32::from(PERSISTENT_BLOCK_K) && spec.scale2.is_none()));
     spec.layout == Layout::Dense
         && crate::layout::is_8bit_activation(spec.a)
         && !spec.epilogue.is_glu()

@@ -88,40 +88,33 @@ pub(super) enum TmaElement {
     Half,
 }
 
-/// A 2-D TMA tensor map in the 128-byte swizzle (the persistent kernel's boxes, `persistent.cuh`):
-/// `dims` `{inner, outer}` elements at device address `base` (16-byte aligned), outer rows `stride`
-/// bytes apart (a multiple of 16), boxes of `boxes` `{inner, outer}` elements (the inner one 128
-/// bytes); loads zero-fill outside the tensor, stores leave it untouched.
-pub(super) fn encode_sw128(
-    base: u64,
-    elem: TmaElement,
-    dims: [usize; 2],
-    stride: usize,
-    boxes: [u32; 2],
-) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
-    // (256-byte L2 promotion: two 128-byte box rows per request, as measured.)
-    let layout = (
-        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-        sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-    );
-    encode_2d(base, elem, dims, stride, boxes, layout)
+/// How a TMA box lands in shared memory: in the 128-byte swizzle (what wgmma descriptors read), or as
+/// plain rows (the persistent kernel's 4-bit weight rows, read by plain shared-memory loads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BoxLayout {
+    Swizzle128,
+    Plain,
 }
 
-/// A 2-D TMA tensor map without swizzle (the persistent kernel's 4-bit weight rows, read by plain
-/// shared-memory loads): as [`encode_sw128`], boxes of `boxes` `{inner, outer}` elements (the inner
-/// one a multiple of 16 bytes).
-pub(super) fn encode_plain(
+/// A 2-D TMA tensor map of the persistent kernel's boxes (`persistent.cuh`): `dims` `{inner, outer}`
+/// elements at device address `base` (16-byte aligned), outer rows `stride` bytes apart (a multiple of
+/// 16), boxes of `boxes` `{inner, outer}` elements (the inner one 128 bytes in the swizzle, a multiple
+/// of 16 bytes plain); loads zero-fill outside the tensor, stores leave it untouched.
+pub(super) fn encode_boxes(
     base: u64,
     elem: TmaElement,
     dims: [usize; 2],
     stride: usize,
     boxes: [u32; 2],
+    layout: BoxLayout,
 ) -> std::result::Result<[u64; 16], cudarc::driver::DriverError> {
-    let layout = (
-        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
-        sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-    );
-    encode_2d(base, elem, dims, stride, boxes, layout)
+    let swizzle = match layout {
+        BoxLayout::Swizzle128 => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        BoxLayout::Plain => sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+    };
+    // (256-byte L2 promotion: two 128-byte box rows per request, as measured.)
+    let promote = sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+    encode_2d(base, elem, dims, stride, boxes, (swizzle, promote))
 }
 
 fn encode_2d(

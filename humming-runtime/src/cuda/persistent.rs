@@ -1,7 +1,7 @@
 //! Launches of the persistent (`wgmma_ss`) tiles: the three TMA tensor maps (A's codes, the K-major
 //! weight codes, C), the tile raster, and a grid of at most one CTA per SM (`cuda/humming/persistent.cuh`).
 
-use super::driver::{self, TmaElement};
+use super::driver::{self, BoxLayout, TmaElement};
 use super::gemm::{ActInput, DeviceWeights, Launcher, flag};
 use super::plan::{LaunchPlan, persistent_rows_per_launch};
 use crate::error::{Error, Result};
@@ -38,23 +38,27 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                     source: e,
                 })
             };
-        // 8-bit codes: rows of K bytes in the 128-byte swizzle; 4-bit: 64 bytes per 128 codes, as the
-        // kernel's loads read them (WeightLayout::KMajor).
-        let b_map = if g.spec.b.bits() == 4 {
-            let bk = usize::from(humming_spec::tiles::PERSISTENT_BLOCK_K);
-            let row = humming_spec::layout::k_major_row_bytes(4, k);
-            let boxes = [(bk / 2) as u32, u32::from(tile.block_n)];
-            encode(
-                "B",
-                driver::encode_plain(wp.b, TmaElement::Byte, [row, n], row, boxes),
-            )?
+        // 8-bit codes: rows of K bytes in the 128-byte swizzle; 4-bit: 64 bytes per 128 codes, plain,
+        // as the kernel's loads read them (WeightLayout::KMajor). A box is one stage of codes.
+        let bits = g.spec.b.bits();
+        let row = humming_spec::layout::k_major_row_bytes(bits, k);
+        let stage_bytes = u32::from(humming_spec::tiles::PERSISTENT_BLOCK_K) * bits / 8;
+        let layout = if bits == 4 {
+            BoxLayout::Plain
         } else {
-            let boxes = [128, u32::from(tile.block_n)];
-            encode(
-                "B",
-                driver::encode_sw128(wp.b, TmaElement::Byte, [k, n], k, boxes),
-            )?
+            BoxLayout::Swizzle128
         };
+        let b_map = encode(
+            "B",
+            driver::encode_boxes(
+                wp.b,
+                TmaElement::Byte,
+                [row, n],
+                row,
+                [stage_bytes, u32::from(tile.block_n)],
+                layout,
+            ),
+        )?;
         // TMA stores need 16-byte aligned rows of C; otherwise the kernel stores from registers.
         let tma_c = ldc.is_multiple_of(8) && c_ptr.is_multiple_of(16);
         let rows_per_launch = persistent_rows_per_launch(&tile, n, plan.splits);
@@ -65,18 +69,26 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             let c_rows = c_ptr + (row * ldc * 2) as u64;
             let a_map = encode(
                 "A",
-                driver::encode_sw128(a_rows, TmaElement::Byte, [k, rows], lda, [128, bm as u32]),
+                driver::encode_boxes(
+                    a_rows,
+                    TmaElement::Byte,
+                    [k, rows],
+                    lda,
+                    [128, bm as u32],
+                    BoxLayout::Swizzle128,
+                ),
             )?;
             let c_map = if tma_c {
                 let box_rows = bm.min(64) as u32;
                 encode(
                     "C",
-                    driver::encode_sw128(
+                    driver::encode_boxes(
                         c_rows,
                         TmaElement::Half,
                         [n, rows],
                         ldc * 2,
                         [64, box_rows],
+                        BoxLayout::Swizzle128,
                     ),
                 )?
             } else {
