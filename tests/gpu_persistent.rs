@@ -94,6 +94,22 @@ humming::gemm! {
     pub kernel SsW4a8Int8U4 { a: i8, b: u4, c: f16, scale: channel(f32), arch: [sm_90a],
         tiles: [tile(block = (128, 128, 128), stages = 7, mma = wgmma_ss)] }
 
+    /// Ping-pong tiles (warp N = block N: the two consumer warpgroups take turns on tiles of their
+    /// own): W8A8 FP8 channel, block scales, W4A8 FP8 and INT8 with promoted group scales.
+    pub kernel SsPingPong { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a], tiles: [
+        tile(block = (64, 128, 128), warp = (64, 128, 128), stages = 8, mma = wgmma_ss),
+        tile(block = (128, 128, 128), warp = (128, 128, 128), stages = 6, mma = wgmma_ss),
+        tile(block = (256, 64, 128), warp = (256, 64, 128), stages = 4, mma = wgmma_ss)] }
+    pub kernel SsBlockPingPong { a: e4m3, b: e4m3, c: f16, scale: block(128, 128, f32), arch: [sm_90a], tiles: [
+        tile(block = (64, 128, 128), warp = (64, 128, 128), stages = 7, mma = wgmma_ss),
+        tile(block = (128, 64, 128), warp = (128, 64, 128), stages = 7, mma = wgmma_ss)] }
+    pub kernel SsW4a8PingPong { a: e4m3, b: i4, c: bf16, scale: group(128, bf16), arch: [sm_90a], tiles: [
+        tile(block = (64, 128, 128), warp = (64, 128, 128), stages = 10, mma = wgmma_ss),
+        tile(block = (128, 64, 128), warp = (128, 64, 128), stages = 9, mma = wgmma_ss)] }
+    pub kernel SsW4a8Int8PingPong { a: i8, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a], tiles: [
+        tile(block = (64, 128, 128), warp = (64, 128, 128), stages = 10, mma = wgmma_ss),
+        tile(block = (128, 64, 128), warp = (128, 64, 128), stages = 9, mma = wgmma_ss)] }
+
     /// The same formats as SsChannel on the default tiles (the fragment layout).
     pub kernel FragChannel { a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a] }
 }
@@ -163,6 +179,23 @@ fn gpu_persistent_w4a8_tensor() {
 #[test]
 fn gpu_persistent_w4a8_int8_u4_channel() {
     persistent_suite::<f16, SsW4a8Int8U4>("gpu_persistent_w4a8_int8_u4_channel");
+}
+
+#[test]
+fn gpu_persistent_ping_pong() {
+    persistent_suite::<bf16, SsPingPong>("gpu_persistent_ping_pong");
+}
+#[test]
+fn gpu_persistent_ping_pong_block() {
+    persistent_suite::<f16, SsBlockPingPong>("gpu_persistent_ping_pong_block");
+}
+#[test]
+fn gpu_persistent_ping_pong_w4a8() {
+    persistent_suite::<bf16, SsW4a8PingPong>("gpu_persistent_ping_pong_w4a8");
+}
+#[test]
+fn gpu_persistent_ping_pong_w4a8_int8() {
+    persistent_suite::<f16, SsW4a8Int8PingPong>("gpu_persistent_ping_pong_w4a8_int8");
 }
 
 /// A long K (8192, 64 stages) on one output tile without K splits: the forms that sum all of K in the

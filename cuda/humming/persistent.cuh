@@ -8,8 +8,9 @@
 //   "full" and an "empty" mbarrier, and with group scales on 4-bit weights the step's f32 scales of the
 //   tile's channels by a bulk copy; with block scales a second warp stages each step's activation group
 //   scales and weight block scales into the same buffer;
-// - two consumer warpgroups ("cooperative": both on one tile, each on WN of its BN channels): per BK
-//   step of 128 codes, four k32 steps of SS wgmma, the weights as the m64 operand (swap AB: C^T tiles)
+// - two consumer warpgroups, "cooperative" (WN = BN / 2: both on one tile, each on WN of its BN
+//   channels) or "ping-pong" (WN = BN: each on every other tile of the CTA, their main loops taking
+//   turns in the stage ring, so that one's epilogue overlaps the other's main loop): per BK step of 128 codes, four k32 steps of SS wgmma, the weights as the m64 operand (swap AB: C^T tiles)
 //   and the tile's rows as the N operand; a stage is released once the wgmmas that read it are done.
 //   4-bit weights are widened into 8-bit codes in registers (the A operand of RS wgmma).
 //   Channel and tensor scales: every K step into the accumulators, the scales in the epilogue.
@@ -26,17 +27,19 @@
 namespace humming {
 
 // One tile configuration of the persistent kernel: BM rows of C (tokens; the wgmma N), BN channels, WN
-// of them per consumer warpgroup (BN / 2, a multiple of 64), STAGES buffers of BK = 128 codes.
+// of them per consumer warpgroup (BN / 2: cooperative; BN: ping-pong), STAGES buffers of BK = 128 codes.
 template <int BM_, int BN_, int WN_, int STAGES_>
 struct PersistentTile {
   static constexpr int BM = BM_, BN = BN_, WN = WN_, STAGES = STAGES_;
   static constexpr int BK = 128;  // one 128-byte swizzle row of codes
-  static constexpr int kConsumers = BN / WN;
+  static constexpr int kConsumers = 2;        // consumer warpgroups
+  static constexpr int kSlices = BN / WN;     // warpgroups on one tile: 2 cooperative, 1 ping-pong
+  static constexpr bool kPingPong = kSlices == 1;
   // Registers per thread after setmaxnreg: the producer warpgroup keeps kProducerRegs, the consumers
   // take the rest of the 65536 (1 CTA of 384 threads per SM; humming_spec::resources::consumer_registers).
   static constexpr int kProducerRegs = kPersistentProducerRegs;
   static constexpr int kConsumerRegs = (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8;
-  static_assert(kConsumers == 2 && WN % 64 == 0 && WN <= 128, "two consumer warpgroups of 64 or 128 channels");
+  static_assert((WN == BN || 2 * WN == BN) && WN % 64 == 0 && WN <= 128, "consumer warpgroups of 64 or 128 channels");
   static_assert(BM == 8 || BM == 16 || BM == 32 || BM == 64 || BM == 128 || BM == 192 || BM == 256,
                 "block M is a wgmma N of wgmma_ss.cuh (humming_spec::tiles::PERSISTENT_BLOCK_M)");
   static_assert(STAGES >= 2 && STAGES <= 16, "2 to 16 stages");
@@ -67,6 +70,9 @@ struct Persistent {
   static constexpr float kUnit = kWiden && !Code::kInt ? static_cast<float>(1 << Code::kUnitExp) : 1.0f;
   static constexpr int kThreads = 128 * (1 + Tl::kConsumers);
   static constexpr int kConsumerThreads = 128 * Tl::kConsumers;
+  static constexpr bool kPingPong = Tl::kPingPong;
+  // Threads that read one stage and share one tile's sums: one warpgroup ping-pong, both cooperative.
+  static constexpr int kTileThreads = 128 * Tl::kSlices;
 
   // Shared memory: STAGES x [weights BN x 128 codes | rows BM x 128] (1024-byte aligned: the swizzle), the
   // C boxes, STAGES x the scales of a step, the mbarriers.
@@ -74,8 +80,8 @@ struct Persistent {
   static constexpr int kBBytes = BN * kBRowBytes;
   static constexpr int kABytes = BM * BK;
   static constexpr int kStageBytes = kBBytes + kABytes;
-  // Block scales: the rows' scales, then a block scale per warpgroup; group scales: one per channel.
-  static constexpr int kScaleFloats = kRowPromote ? BM + Tl::kConsumers : kGroupPromote ? BN : 0;
+  // Block scales: the rows' scales, then a block scale per WN channels; group scales: one per channel.
+  static constexpr int kScaleFloats = kRowPromote ? BM + Tl::kSlices : kGroupPromote ? BN : 0;
   static constexpr int kScaleBytes = (4 * kScaleFloats + 15) / 16 * 16;
   static constexpr int kCRows = BM < 64 ? BM : 64;  // rows of one C box (64 channels = 128 bytes each)
   static constexpr int kCBoxBytes = kCRows * 128;
@@ -87,7 +93,7 @@ struct Persistent {
   static_assert(kSmemBytes <= 232448, "beyond the 227 KiB of shared memory a CTA may use");
 
   struct Smem {
-    u32 stages, cbox, scale_ring, full, empty, flag;  // flag: the split-K reduction's "last split"
+    u32 stages, cbox, scale_ring, full, empty, flag;  // flag: the split-K reduction's "last split" (per warpgroup)
     __device__ __forceinline__ Smem() {
       extern __shared__ __align__(128) char smem[];
       stages = (smem_addr(smem) + 1023u) & ~1023u;
@@ -112,6 +118,12 @@ struct Persistent {
         phase ^= 1u;
       }
     }
+    // Past `steps` stages that another warpgroup consumes (ping-pong).
+    __device__ __forceinline__ void skip(int steps) {
+      const int s = stage + steps, wraps = s / STAGES;
+      stage = s - wraps * STAGES;
+      phase ^= static_cast<u32>(wraps & 1);
+    }
   };
 
   __device__ __forceinline__ static void run(const GemmParams& p) {
@@ -119,7 +131,7 @@ struct Persistent {
     if (threadIdx.x == 0) {
       for (int s = 0; s < STAGES; ++s) {
         mbar_init(sm.full + 8 * s, 1 + (kRowPromote ? 32 : 0));
-        mbar_init(sm.empty + 8 * s, kConsumerThreads / 32);
+        mbar_init(sm.empty + 8 * s, kTileThreads / 32);
       }
       mbar_fence_init();
       prefetch_tensormap(&p.a_map);
@@ -199,7 +211,7 @@ struct Persistent {
   }
 
   // Block scales, one warp of the producer warpgroup: per stage the BM rows' scales of the step's
-  // activation group (0 past M) and each consumer warpgroup's weight block scale, by cp.async; every
+  // activation group (0 past M) and the weight block scale of each WN channels, by cp.async; every
   // lane arrives on the stage's "full" mbarrier once its copies have landed, so the warp runs ahead of
   // the consumers by up to STAGES steps without waiting for its loads.
   __device__ __forceinline__ static void stage_scales(const GemmParams& p, const Smem& sm, int lane) {
@@ -218,7 +230,7 @@ struct Persistent {
         const bool in = m0 + i < p.m;
         cp_async4(at + 4 * i, in ? rows + static_cast<long long>(i) * p.a_scale_stride : p.a_scales, in);
       }
-      if (lane < Tl::kConsumers) {
+      if (lane < Tl::kSlices) {
         const int col = w.tile_n * BN + lane * WN;
         cp_async4(at + 4 * (BM + lane), col < p.n ? bs + static_cast<long long>(kb) * block_cols + col / Q::kBlockN : bs,
                   col < p.n);
@@ -230,62 +242,75 @@ struct Persistent {
     cp_async_wait<0>();
   }
 
-  // A consumer warpgroup (`cw` = 0, 1): channels cw * WN .. + WN of every unit of this CTA. A unit that
-  // is one of several K splits of its tile hands its sums to the split-K reduction, and only the last
-  // split to finish writes C.
+  // A consumer warpgroup (`cw` = 0, 1). Cooperative: channels cw * WN .. + WN of every unit of this
+  // CTA. Ping-pong: every channel of the CTA's units j with j % 2 == cw; its main loop starts once the
+  // other warpgroup's main loop of unit j - 1 has waited for all its stages (named barrier 4 + cw), which
+  // keeps the stage ring's mbarrier phases within one of what this warpgroup waits for and gives the
+  // tensor cores to one main loop at a time. A unit that is one of several K splits of its tile hands
+  // its sums to the split-K reduction, and only the last split to finish writes C.
   __device__ __forceinline__ static void consume(const GemmParams& p, const Smem& sm, int cw) {
     const Tiles tiles(p);
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
+    const int slice = kPingPong ? 0 : cw;  // this warpgroup's WN channels of a tile
     grid_dependency_wait();  // C may still be read by the previous kernel
     Ring r;
     int boxes = 0;  // C boxes this warpgroup has stored (their buffers alternate)
     Acc acc[kMi][kNc][4];
-    for (int u = blockIdx.x; u < tiles.units; u += gridDim.x) {
+    for (int u = blockIdx.x, j = 0; u < tiles.units; u += gridDim.x, ++j) {
       const Unit w = tiles.unit(u);
-      if constexpr (kPromote) {
-        promoted_loop(sm, cw, lane, w.kb0, w.kb1, r, acc);
-      } else {
-        plain_loop(sm, cw, w.kb0, w.kb1, r, acc);
+      if (kPingPong && (j & 1) != cw) {
+        r.skip(w.kb1 - w.kb0);
+        continue;
       }
-      if (u + static_cast<int>(gridDim.x) >= tiles.units) grid_launch_dependents();
-      if (tiles.splits > 1 && !reduce_splits(p, sm, tiles, w, acc)) continue;
-      epilogue(p, sm, cw, warp, lane, w.tile_m * BM, w.tile_n * BN + cw * WN, acc, boxes);
+      if (kPingPong && j > 0) named_barrier_sync(4 + cw, 256);
+      if constexpr (kPromote) {
+        promoted_loop(sm, slice, lane, w.kb0, w.kb1, r, acc);
+      } else {
+        plain_loop(sm, slice, w.kb0, w.kb1, r, acc);
+      }
+      const bool last = u + static_cast<int>(gridDim.x) >= tiles.units;
+      if (kPingPong && !last) named_barrier_arrive(5 - cw, 256);
+      if (last) grid_launch_dependents();
+      if (tiles.splits > 1 && !reduce_splits(p, sm, tiles, w, cw, acc)) continue;
+      epilogue(p, sm, cw, warp, lane, w.tile_m * BM, w.tile_n * BN + slice * WN, acc, boxes);
     }
     if ((threadIdx.x & 127) == 0) bulk_wait<0>();
   }
 
-  // Split-K: every split stores its sums to the workspace (float4 q of consumer thread i of split j of
-  // tile t at ((t * splits + j) * kQuads + q) * kConsumerThreads + i) and takes the tile's ticket; the
-  // last to arrive sums the splits' partials in split order (the same bits whichever CTA is last), leaves
-  // the ticket at 0 for the next launch and returns true.
+  // Split-K: every split stores its sums to the workspace (float4 q of the tile's thread i of split j of
+  // tile t at ((t * splits + j) * kQuads + q) * kTileThreads + i) and takes the tile's ticket; the last
+  // to arrive sums the splits' partials in split order (the same bits whichever CTA is last), leaves the
+  // ticket at 0 for the next launch and returns true. (Barrier 1 cooperative, 6 + cw ping-pong.)
   static constexpr int kQuads = kMi * kNc;
   __device__ __forceinline__ static bool reduce_splits(const GemmParams& p, const Smem& sm, const Tiles& tiles,
-                                                       const Unit& w, Acc (&acc)[kMi][kNc][4]) {
-    const int i = threadIdx.x - 128;
-    float4* ws = reinterpret_cast<float4*>(p.workspace) + static_cast<long long>(w.tile) * tiles.splits * kQuads * kConsumerThreads;
+                                                       const Unit& w, int cw, Acc (&acc)[kMi][kNc][4]) {
+    const int i = kPingPong ? threadIdx.x & 127 : threadIdx.x - 128;
+    const int bar = kPingPong ? 6 + cw : 1;
+    const u32 flag = sm.flag + (kPingPong ? 4 * cw : 0);
+    float4* ws = reinterpret_cast<float4*>(p.workspace) + static_cast<long long>(w.tile) * tiles.splits * kQuads * kTileThreads;
 #pragma unroll
     for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
       for (int c = 0; c < kNc; ++c) {
         const Acc(&a)[4] = acc[mi][c];
-        __stcg(ws + (static_cast<long long>(w.split) * kQuads + mi * kNc + c) * kConsumerThreads + i,
+        __stcg(ws + (static_cast<long long>(w.split) * kQuads + mi * kNc + c) * kTileThreads + i,
                make_float4(to_f32(a[0]), to_f32(a[1]), to_f32(a[2]), to_f32(a[3])));
       }
-    named_barrier_sync(1, kConsumerThreads);
+    named_barrier_sync(bar, kTileThreads);
     if (i == 0) {
       const int last = atomic_add_acq_rel_gpu(p.locks + w.tile, 1) == tiles.splits - 1;
       if (last) p.locks[w.tile] = 0;
-      sts32(sm.flag, static_cast<u32>(last));
+      sts32(flag, static_cast<u32>(last));
     }
-    named_barrier_sync(1, kConsumerThreads);
-    if (lds32(sm.flag) == 0) return false;
+    named_barrier_sync(bar, kTileThreads);
+    if (lds32(flag) == 0) return false;
 #pragma unroll
     for (int mi = 0; mi < kMi; ++mi)
 #pragma unroll
       for (int c = 0; c < kNc; ++c) {
         float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int j = 0; j < tiles.splits; ++j) {
-          const float4 q = __ldcg(ws + (static_cast<long long>(j) * kQuads + mi * kNc + c) * kConsumerThreads + i);
+          const float4 q = __ldcg(ws + (static_cast<long long>(j) * kQuads + mi * kNc + c) * kTileThreads + i);
           v[0] += q.x, v[1] += q.y, v[2] += q.z, v[3] += q.w;
         }
 #pragma unroll
@@ -338,9 +363,9 @@ struct Persistent {
 
   // Row lane / 4 (+ 8) of warp w's 16 weight rows: the lane's 16 bytes at 16 (lane % 4) hold its 4 k32
   // steps' codes (humming_spec::layout::k_major_4bit_order), word j: step j.
-  __device__ __forceinline__ static void load_frag(const Smem& sm, int stage, int cw, Frag& f) {
+  __device__ __forceinline__ static void load_frag(const Smem& sm, int stage, int slice, Frag& f) {
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
-    const u32 w0 = sm.b(stage) + (cw * WN + warp * 16 + (lane >> 2)) * kBRowBytes + 16 * (lane & 3);
+    const u32 w0 = sm.b(stage) + (slice * WN + warp * 16 + (lane >> 2)) * kBRowBytes + 16 * (lane & 3);
 #pragma unroll
     for (int mi = 0; mi < kMi; ++mi) {
       const uint4 lo = lds128(w0 + mi * 64 * kBRowBytes), hi = lds128(w0 + (mi * 64 + 8) * kBRowBytes);
@@ -370,10 +395,10 @@ struct Persistent {
 
   // The SS wgmmas of one BK step.
   template <class D>
-  __device__ __forceinline__ static void step_mma(const Smem& sm, int stage, int cw, D (&d)[kMi][kNc][4], bool first) {
+  __device__ __forceinline__ static void step_mma(const Smem& sm, int stage, int slice, D (&d)[kMi][kNc][4], bool first) {
     // (A descriptor's address field is bits 0-13 of address >> 4: offsets inside the stage add to it.)
     const u64 rows0 = wgmma_desc_sw128(sm.a(stage));
-    const u64 weights0 = wgmma_desc_sw128(sm.b(stage) + cw * WN * 128);
+    const u64 weights0 = wgmma_desc_sw128(sm.b(stage) + slice * WN * 128);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < BK / 32; ++k) {
@@ -390,7 +415,7 @@ struct Persistent {
   // loop unrolled by two keeps the buffers apart in registers; `settle` has waited for the wgmmas that
   // read that buffer); `finish(stage)`. Returns the last step's stage.
   template <class Issue, class Settle, class Finish>
-  __device__ __forceinline__ static int widened_loop(const Smem& sm, int cw, int kb0, int kb1, Ring& r, Issue&& issue,
+  __device__ __forceinline__ static int widened_loop(const Smem& sm, int slice, int kb0, int kb1, Ring& r, Issue&& issue,
                                                      Settle&& settle, Finish&& finish) {
     Frag f0, f1;
     int prev = -1;
@@ -401,14 +426,14 @@ struct Persistent {
       r.next();
       if (kb + 1 < kb1) {
         mbar_wait(sm.full + 8 * r.stage, r.phase);
-        load_frag(sm, r.stage, cw, next);
+        load_frag(sm, r.stage, slice, next);
       }
       finish(stage);
       prev = stage;
     };
     if (kb0 < kb1) {
       mbar_wait(sm.full + 8 * r.stage, r.phase);
-      load_frag(sm, r.stage, cw, f0);
+      load_frag(sm, r.stage, slice, f0);
     }
     for (int kb = kb0; kb < kb1; kb += 2) {
       step(f0, f1, kb);
@@ -419,12 +444,12 @@ struct Persistent {
 
   // Channel and tensor scales: steps kb0 .. kb1 into the accumulators; stage s is released once step
   // s + 1 is committed and step s is done.
-  __device__ __forceinline__ static void plain_loop(const Smem& sm, int cw, int kb0, int kb1, Ring& r,
+  __device__ __forceinline__ static void plain_loop(const Smem& sm, int slice, int kb0, int kb1, Ring& r,
                                                     Acc (&acc)[kMi][kNc][4]) {
     if (kb0 == kb1) zero(acc);  // (no K steps: the plan never makes such a unit)
     if constexpr (kWiden) {
       const int last = widened_loop(
-          sm, cw, kb0, kb1, r, [&](int stage, const Frag& f, int kb) { step_rs(sm, stage, f, acc, kb == kb0); },
+          sm, slice, kb0, kb1, r, [&](int stage, const Frag& f, int kb) { step_rs(sm, stage, f, acc, kb == kb0); },
           [&](int, int prev) {
             if (prev >= 0) {
               wgmma_wait<1>();
@@ -438,7 +463,7 @@ struct Persistent {
       int prev = -1;
       for (int kb = kb0; kb < kb1; ++kb) {
         mbar_wait(sm.full + 8 * r.stage, r.phase);
-        step_mma(sm, r.stage, cw, acc, kb == kb0);
+        step_mma(sm, r.stage, slice, acc, kb == kb0);
         if (prev >= 0) {
           wgmma_wait<1>();
           release(sm, prev);
@@ -453,55 +478,75 @@ struct Persistent {
 
   // Promoted steps: each step's sums into `part`, then acc += part * the step's scales: block scale times
   // row scale (block scales), or the channel's group scale (4-bit weights).
-  __device__ __forceinline__ static void promoted_loop(const Smem& sm, int cw, int lane, int kb0, int kb1, Ring& r,
+  __device__ __forceinline__ static void promoted_loop(const Smem& sm, int slice, int lane, int kb0, int kb1, Ring& r,
                                                        Acc (&acc)[kMi][kNc][4]) {
     Part part[kMi][kNc][4];
     zero(acc);
-    const int warp = (threadIdx.x / 32) & 3;
     // After a step's wgmmas were issued: its scales, the wait, the release and the promotion.
     auto promote = [&](int stage) {
-      // rs[c]: rows 8 c + 2 (lane % 4) + {0, 1}; ws[mi]: channels warp * 16 + lane / 4 + {0, 8} of block mi.
-      const u32 sc = sm.scales(stage);
-      float2 rs[kRowPromote ? kNc : 1], ws[kMi];
-      if constexpr (kRowPromote) {
-        const float b = __uint_as_float(lds32(sc + 4 * (BM + cw)));
-#pragma unroll
-        for (int c = 0; c < kNc; ++c) {
-          rs[c] = lds_f2(sc + 4 * (8 * c + 2 * (lane & 3)));
-          rs[c].x *= b;
-          rs[c].y *= b;
-        }
-      } else {
-#pragma unroll
-        for (int mi = 0; mi < kMi; ++mi) {
-          const u32 at = sc + 4 * (cw * WN + mi * 64 + warp * 16 + (lane >> 2));
-          ws[mi] = make_float2(__uint_as_float(lds32(at)) * kUnit, __uint_as_float(lds32(at + 32)) * kUnit);
-        }
-      }
+      const StepScales<kNc> sc = step_scales<kNc>(sm, stage, slice, lane, 0);
       wgmma_wait<0>();
       release(sm, stage);
-#pragma unroll
-      for (int c = 0; c < kNc; ++c) {
-#pragma unroll
-        for (int mi = 0; mi < kMi; ++mi) {
-          // Element e of a quad: channel half e / 2, row e % 2.
-          const float s[4] = {kRowPromote ? rs[c].x : ws[mi].x, kRowPromote ? rs[c].y : ws[mi].x,
-                              kRowPromote ? rs[c].x : ws[mi].y, kRowPromote ? rs[c].y : ws[mi].y};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mi][c][e] = fmaf(static_cast<float>(part[mi][c][e]), s[e], acc[mi][c][e]);
-        }
-      }
+      apply<kNc>(sc, 0, part, acc);
     };
     if constexpr (kWiden) {
       widened_loop(
-          sm, cw, kb0, kb1, r, [&](int stage, const Frag& f, int) { step_rs(sm, stage, f, part, true); }, [](int, int) {},
+          sm, slice, kb0, kb1, r, [&](int stage, const Frag& f, int) { step_rs(sm, stage, f, part, true); }, [](int, int) {},
           promote);
     } else {
       for (int kb = kb0; kb < kb1; ++kb) {
         mbar_wait(sm.full + 8 * r.stage, r.phase);
-        step_mma(sm, r.stage, cw, part, true);
+        step_mma(sm, r.stage, slice, part, true);
         promote(r.stage);
         r.next();
+      }
+    }
+  }
+
+  // One step's scales of row chunks c0 .. c0 + NC: rs[c] the block scale times rows 8 (c0 + c) + 2 (lane %
+  // 4) + {0, 1}'s scales (block scales), ws[mi] channels warp * 16 + lane / 4 + {0, 8} of block mi (group
+  // scales, times the unit of widened float codes).
+  template <int NC>
+  struct StepScales {
+    float2 rs[kRowPromote ? NC : 1], ws[kMi];
+  };
+  template <int NC>
+  __device__ __forceinline__ static StepScales<NC> step_scales(const Smem& sm, int stage, int slice, int lane, int c0) {
+    const int warp = (threadIdx.x / 32) & 3;
+    const u32 sc = sm.scales(stage);
+    StepScales<NC> s;
+    if constexpr (kRowPromote) {
+      const float b = __uint_as_float(lds32(sc + 4 * (BM + slice)));
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        s.rs[c] = lds_f2(sc + 4 * (8 * (c0 + c) + 2 * (lane & 3)));
+        s.rs[c].x *= b;
+        s.rs[c].y *= b;
+      }
+    } else {
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi) {
+        const u32 at = sc + 4 * (slice * WN + mi * 64 + warp * 16 + (lane >> 2));
+        s.ws[mi] = make_float2(__uint_as_float(lds32(at)) * kUnit, __uint_as_float(lds32(at + 32)) * kUnit);
+      }
+    }
+    return s;
+  }
+
+  // acc (row chunks c0 .. c0 + NC) += part times the step's scales `s`.
+  template <int NC>
+  __device__ __forceinline__ static void apply(const StepScales<NC>& s, int c0, const Part (&part)[kMi][NC][4],
+                                               Acc (&acc)[kMi][kNc][4]) {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+#pragma unroll
+      for (int mi = 0; mi < kMi; ++mi) {
+        // Element e of a quad: channel half e / 2, row e % 2.
+        const float f[4] = {kRowPromote ? s.rs[c].x : s.ws[mi].x, kRowPromote ? s.rs[c].y : s.ws[mi].x,
+                            kRowPromote ? s.rs[c].x : s.ws[mi].y, kRowPromote ? s.rs[c].y : s.ws[mi].y};
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[mi][c0 + c][e] = fmaf(static_cast<float>(part[mi][c][e]), f[e], acc[mi][c0 + c][e]);
       }
     }
   }

@@ -199,6 +199,11 @@ __device__ __forceinline__ void stmatrix_x2_trans(u32 addr, u32 r0, u32 r1) {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives on named barrier `id` without waiting: the signalling side of a hand-off to threads that
+// bar.sync it (the count includes both sides).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 __device__ __forceinline__ void sts32(u32 a, u32 v) { asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory"); }
 __device__ __forceinline__ float2 lds_f2(u32 a) {
   float2 v;

@@ -310,10 +310,11 @@ impl TileConfig {
     }
 
     /// Threads of the warps that multiply: one warp per `warp_m × warp_n × warp_k` sub-tile; with
-    /// [`Mma::WgmmaSs`] one warpgroup per `warp_n` channels.
+    /// [`Mma::WgmmaSs`] two consumer warpgroups, on one tile (`warp_n = block_n / 2`, cooperative) or
+    /// taking turns on tiles of their own (`warp_n = block_n`, ping-pong).
     pub const fn compute_threads(&self) -> u32 {
         if matches!(self.mma, Mma::WgmmaSs) {
-            return (self.block_n / self.warp_n) as u32 * 128;
+            return 2 * 128;
         }
         (self.block_m / self.warp_m) as u32
             * (self.block_n / self.warp_n) as u32
@@ -338,6 +339,12 @@ impl TileConfig {
     /// Whether the tile runs the persistent kernel ([`Mma::WgmmaSs`]).
     pub const fn persistent(&self) -> bool {
         matches!(self.mma, Mma::WgmmaSs)
+    }
+
+    /// Whether a persistent tile's two consumer warpgroups take turns on tiles of their own
+    /// (`warp_n = block_n`) instead of sharing each tile.
+    pub const fn ping_pong(&self) -> bool {
+        self.persistent() && self.warp_n == self.block_n
     }
 }
 

@@ -48,15 +48,16 @@ pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
 /// channels x min(64, block M) rows per consumer warpgroup, the mbarriers and the split-K flag.
 fn persistent_smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let bm = t.block_m as u32;
-    let consumers = (t.block_n / t.warp_n.max(1)) as u32;
+    // Warpgroups on one tile (a block scale each): 2 cooperative, 1 ping-pong.
+    let slices = (t.block_n / t.warp_n.max(1)) as u32;
     let scales = if crate::layout::act_scale_group(spec) > 0 {
-        (4 * (bm + consumers)).next_multiple_of(16)
+        (4 * (bm + slices)).next_multiple_of(16)
     } else if crate::tiles::persistent_promotes(spec) {
         4 * t.block_n as u32
     } else {
         0
     };
-    let c_boxes = consumers * 2 * bm.min(64) * 128;
+    let c_boxes = t.compute_threads() / 128 * 2 * bm.min(64) * 128;
     (t.stages as u32)
         .saturating_mul(
             stage_bytes(spec, t)

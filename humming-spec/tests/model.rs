@@ -803,6 +803,45 @@ fn persistent_tiles_pass_the_declaration_rules() {
 
 /// The persistent launch rule: the tile by M, the widest that fills the SMs, and K splits where the
 /// output tiles are too few.
+/// Ping-pong tiles (warp N = block N): the same two consumer warpgroups and registers as cooperative
+/// ones, one block scale slot per stage instead of two, and the rules refuse any other warp N.
+#[test]
+fn persistent_ping_pong_tiles() {
+    for (fields, bm, bn, stages) in [
+        (SS_CHANNEL, 128, 128, 6),
+        (SS_BLOCK, 128, 64, 7),
+        (
+            "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
+            64,
+            128,
+            10,
+        ),
+    ] {
+        let declared = format!(
+            "{fields}, tiles: [tile(block = ({bm}, {bn}, 128), warp = ({bm}, {bn}, 128), stages = {stages}, mma = wgmma_ss)]"
+        );
+        let s = spec(&declared);
+        let t = s.tiles.as_slice()[0];
+        assert!(t.ping_pong(), "{declared}");
+        assert_eq!((t.threads(), consumer_registers(&s, &t)), (384, 232));
+        assert!(smem_bytes(&s, &t) <= humming_spec::resources::MAX_TILE_SMEM_BYTES);
+        assert!(generate_cuda(&s).contains(&format!("PersistentTile<{bm}, {bn}, {bn}, {stages}>")));
+        // The same block with the warp left out: cooperative.
+        let cooperative = spec(&format!(
+            "{fields}, tiles: [tile(block = ({bm}, {}, 128), stages = 3, mma = wgmma_ss)]",
+            2 * bn
+        ));
+        assert!(!cooperative.tiles.as_slice()[0].ping_pong());
+    }
+    let refused = err(&format!(
+        "{SS_CHANNEL}, tiles: [tile(block = (128, 384, 128), warp = (128, 128, 128), stages = 3, mma = wgmma_ss)]"
+    ));
+    assert!(
+        refused.contains("take turns on tiles of their own"),
+        "{refused}"
+    );
+}
+
 #[test]
 fn persistent_launch_choice() {
     use humming_spec::tiles::{persistent_tiles, select_persistent};

@@ -249,18 +249,19 @@ pub(super) fn check_persistent_tile(
         errs.push(
             at,
             format!(
-                "a wgmma_ss tile has two consumer warpgroups, each over all block M rows and 64 or 128 channels: warp must be ({}, 64 or 128, {bk}), found ({}, {}, {})",
+                "a wgmma_ss tile's consumer warpgroups each cover all block M rows and 64 or 128 channels: warp must be ({}, 64 or 128, {bk}), found ({}, {}, {})",
                 t.block_m, t.warp_m, t.warp_n, t.warp_k
             ),
         );
         return;
     }
-    if t.block_n != 2 * t.warp_n {
+    if t.block_n != 2 * t.warp_n && t.block_n != t.warp_n {
         errs.push(
             span.block[1],
             format!(
-                "a wgmma_ss tile has two consumer warpgroups along N: block N must be 2 x warp N = {}, found {}",
+                "a wgmma_ss tile's two consumer warpgroups share a tile along N (block N = 2 x warp N = {}) or take turns on tiles of their own (block N = warp N = {}); found block N {}",
                 2 * t.warp_n,
+                t.warp_n,
                 t.block_n
             ),
         );
