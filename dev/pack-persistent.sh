@@ -9,6 +9,8 @@ cp "$(newest 'target/release/deps/gpu_persistent-*')" "$stage/"
 act8="$(newest 'target/release/deps/gpu_act8-*')"; [ -n "$act8" ] && cp "$act8" "$stage/"
 cp target/release/examples/bench "$stage/"
 cp .gpu/probe "$stage/"
+# Other builds' benches for dev/w4a8-h200.sh's A/B: AB_BENCHES="name=path name=path".
+for nb in ${AB_BENCHES:-}; do mkdir -p "$stage/ab/${nb%%=*}" && cp "${nb#*=}" "$stage/ab/${nb%%=*}/bench"; done
 [ -f .gpu/humming_py_bench_ext.py ] && cp .gpu/humming_py_bench_ext.py "$stage/"
 mkdir -p .gpu-pack; rm -f .gpu-pack/gpu.tar.xz
 tar -C "$stage" -cJf .gpu-pack/gpu.tar.xz .

@@ -10,7 +10,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,no
 if ! timeout 30 .gpu/probe tails > "$out/tails.log" 2>&1; then
   echo "tails failed or hung"; cat "$out/tails.log"; exit 1
 fi
-grep -E "FAIL|err=" "$out/tails.log" | awk '{print $1, $2, $3, $9, $10, $NF}' | column -t
+grep -E "FAIL|err=" "$out/tails.log" | awk '{print $1, $2, $3, $9, $10, $NF}'
 if [ "${SANITIZE:-1}" = 1 ]; then
   for tool in memcheck racecheck synccheck; do
     timeout 90 compute-sanitizer --tool $tool .gpu/probe tails > "$out/sanitizer-$tool.log" 2>&1

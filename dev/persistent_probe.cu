@@ -1,5 +1,5 @@
 // persistent_probe.cu: standalone check and timing of the persistent kernel (cuda/humming/persistent.cuh)
-// over several tile configurations, W8A8 e4m3 with channel x per-token scales and with 128 x 128 block x
+// over several tile configurations (cooperative "c"/"b" and ping-pong "p"/"q" names), W8A8 e4m3 with channel x per-token scales and with 128 x 128 block x
 // 1 x 128 group scales: random codes, an f32 reference GEMM on the GPU (sampled rows), every output
 // written, then the time per launch (graph replay, weights rotated past L2) and TFLOP/s.
 //
@@ -324,6 +324,11 @@ int main(int argc, char** argv) {
     run_variant<QChannel, PersistentTile<128, 256, 128, 4>>("c128x256", p, 8, st, 3);
     run_plain<QChannel, PersistentTile<128, 256, 128, 4>>("c128x256", p, st);
     run_plain<QChannel, PersistentTile<8, 128, 64, 8>>("c8x128", p, st);
+    // Ping-pong (WN = BN): one warpgroup per tile, K splits, the plain-store epilogue.
+    run_variant<QChannel, PersistentTile<128, 128, 128, 6>>("p128x128", p, 8, st);
+    run_variant<QChannel, PersistentTile<64, 128, 128, 8>>("p64x128", p, 8, st, 3);
+    run_variant<QChannel, PersistentTile<256, 64, 64, 4>>("p256x64", p, 8, st);
+    run_plain<QChannel, PersistentTile<128, 128, 128, 6>>("p128x128", p, st);
     release(p);
     Problem q = make(77, 384, 320, true, g++);
     run_variant<QBlock, PersistentTile<128, 128, 64, 5>>("b128x128", q, 8, st);
@@ -331,6 +336,8 @@ int main(int argc, char** argv) {
     run_variant<QBlock, PersistentTile<16, 128, 64, 8>>("b16x128", q, 8, st);
     run_variant<QBlock, PersistentTile<64, 128, 64, 7>>("b64x128", q, 8, st, 3);
     run_plain<QBlock, PersistentTile<128, 128, 64, 5>>("b128x128", q, st);
+    run_variant<QBlock, PersistentTile<128, 64, 64, 7>>("q128x64", q, 8, st);
+    run_variant<QBlock, PersistentTile<64, 128, 128, 6>>("q64x128", q, 8, st, 3);
     release(q);
   }
   if (what == "tails") return 0;
@@ -360,6 +367,9 @@ int main(int argc, char** argv) {
           run_variant<QChannel, PersistentTile<256, 128, 64, 4>>("c256x128", p, 8, st);
           run_variant<QChannel, PersistentTile<256, 128, 64, 4>>("c256x128", p, 16, st);
           run_variant<QChannel, PersistentTile<128, 128, 64, 6>>("c128x128", p, 8, st);
+          run_variant<QChannel, PersistentTile<128, 128, 128, 6>>("p128x128", p, 8, st);
+          run_variant<QChannel, PersistentTile<256, 64, 64, 4>>("p256x64", p, 8, st);
+          run_variant<QChannel, PersistentTile<192, 128, 128, 4>>("p192x128", p, 8, st);
         }
         release(p);
       }
@@ -375,6 +385,8 @@ int main(int argc, char** argv) {
         } else {
           run_variant<QBlock, PersistentTile<128, 128, 64, 5>>("b128x128", p, 8, st);
           run_variant<QBlock, PersistentTile<192, 128, 64, 4>>("b192x128", p, 8, st);
+          run_variant<QBlock, PersistentTile<128, 64, 64, 7>>("q128x64", p, 8, st);
+          run_variant<QBlock, PersistentTile<64, 128, 128, 6>>("q64x128", p, 8, st);
         }
         release(p);
       }
