@@ -10,8 +10,9 @@
 //   scales and weight block scales into the same buffer;
 // - two consumer warpgroups, "cooperative" (WN = BN / 2: both on one tile, each on WN of its BN
 //   channels) or "ping-pong" (WN = BN: each on every other tile of the CTA, their main loops taking
-//   turns in the stage ring, so that one's epilogue overlaps the other's main loop): per BK step of 128 codes, four k32 steps of SS wgmma, the weights as the m64 operand (swap AB: C^T tiles)
-//   and the tile's rows as the N operand; a stage is released once the wgmmas that read it are done.
+//   turns in the stage ring, so that one's epilogue overlaps the other's main loop): per BK step of 128
+//   codes, four k32 steps of SS wgmma, the weights as the m64 operand (swap AB: C^T tiles) and the
+//   tile's rows as the N operand; a stage is released once the wgmmas that read it are done.
 //   4-bit weights are widened into 8-bit codes in registers (the A operand of RS wgmma).
 //   Channel and tensor scales: every K step into the accumulators, the scales in the epilogue.
 //   Block scales, and group scales of 4-bit weights: each step's sums go to a second set and are promoted
