@@ -44,8 +44,8 @@ pub fn stage_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
 
 /// Dynamic shared memory of a persistent tile (`persistent.cuh`, `kSmemBytes`): the alignment slack,
 /// the stages (with block scales, each stage's row and block scales beside; with group scales, one f32
-/// per channel), two C boxes of 64
-/// channels x min(64, block M) rows per consumer warpgroup, the mbarriers and the split-K flag.
+/// per channel), two C boxes of 64 channels x min(64, block M) rows per consumer warpgroup, the
+/// mbarriers and the split-K flags (one per tile's warpgroups: one cooperative, two ping-pong).
 fn persistent_smem_bytes(spec: &KernelSpec, t: &TileConfig) -> u32 {
     let bm = t.block_m as u32;
     // Warpgroups on one tile (a block scale each): 2 cooperative, 1 ping-pong.
