@@ -485,10 +485,10 @@ struct Persistent {
     zero(acc);
     // After a step's wgmmas were issued: its scales, the wait, the release and the promotion.
     auto promote = [&](int stage) {
-      const StepScales<kNc> sc = step_scales<kNc>(sm, stage, slice, lane, 0);
+      const StepScales sc = step_scales(sm, stage, slice, lane);
       wgmma_wait<0>();
       release(sm, stage);
-      apply<kNc>(sc, 0, part, acc);
+      apply(sc, part, acc);
     };
     if constexpr (kWiden) {
       widened_loop(
@@ -504,23 +504,21 @@ struct Persistent {
     }
   }
 
-  // One step's scales of row chunks c0 .. c0 + NC: rs[c] the block scale times rows 8 (c0 + c) + 2 (lane %
-  // 4) + {0, 1}'s scales (block scales), ws[mi] channels warp * 16 + lane / 4 + {0, 8} of block mi (group
-  // scales, times the unit of widened float codes).
-  template <int NC>
+  // One step's scales: rs[c] the block scale times rows 8 c + 2 (lane % 4) + {0, 1}'s scales (block
+  // scales), ws[mi] channels warp * 16 + lane / 4 + {0, 8} of block mi (group scales, times the unit of
+  // widened float codes).
   struct StepScales {
-    float2 rs[kRowPromote ? NC : 1], ws[kMi];
+    float2 rs[kRowPromote ? kNc : 1], ws[kMi];
   };
-  template <int NC>
-  __device__ __forceinline__ static StepScales<NC> step_scales(const Smem& sm, int stage, int slice, int lane, int c0) {
+  __device__ __forceinline__ static StepScales step_scales(const Smem& sm, int stage, int slice, int lane) {
     const int warp = (threadIdx.x / 32) & 3;
     const u32 sc = sm.scales(stage);
-    StepScales<NC> s;
+    StepScales s;
     if constexpr (kRowPromote) {
       const float b = __uint_as_float(lds32(sc + 4 * (BM + slice)));
 #pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        s.rs[c] = lds_f2(sc + 4 * (8 * (c0 + c) + 2 * (lane & 3)));
+      for (int c = 0; c < kNc; ++c) {
+        s.rs[c] = lds_f2(sc + 4 * (8 * c + 2 * (lane & 3)));
         s.rs[c].x *= b;
         s.rs[c].y *= b;
       }
@@ -534,12 +532,10 @@ struct Persistent {
     return s;
   }
 
-  // acc (row chunks c0 .. c0 + NC) += part times the step's scales `s`.
-  template <int NC>
-  __device__ __forceinline__ static void apply(const StepScales<NC>& s, int c0, const Part (&part)[kMi][NC][4],
-                                               Acc (&acc)[kMi][kNc][4]) {
+  // acc += part times the step's scales `s`.
+  __device__ __forceinline__ static void apply(const StepScales& s, const Part (&part)[kMi][kNc][4], Acc (&acc)[kMi][kNc][4]) {
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
+    for (int c = 0; c < kNc; ++c) {
 #pragma unroll
       for (int mi = 0; mi < kMi; ++mi) {
         // Element e of a quad: channel half e / 2, row e % 2.
@@ -547,7 +543,7 @@ struct Persistent {
                             kRowPromote ? s.rs[c].x : s.ws[mi].y, kRowPromote ? s.rs[c].y : s.ws[mi].y};
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          acc[mi][c0 + c][e] = fmaf(static_cast<float>(part[mi][c][e]), f[e], acc[mi][c0 + c][e]);
+          acc[mi][c][e] = fmaf(static_cast<float>(part[mi][c][e]), f[e], acc[mi][c][e]);
       }
     }
   }
