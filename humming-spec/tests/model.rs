@@ -4,20 +4,10 @@ use humming_spec::abi::PRODUCER_REGISTERS;
 use humming_spec::codegen::{entry_name, generate_cuda};
 use humming_spec::resources::{consumer_registers, min_blocks_per_sm, smem_bytes};
 use humming_spec::tiles::tiles_of;
-use humming_spec::{
-    DType, KernelSpec, Mma, ScaleGranularity, TileConfig, ZeroPoint, parse_kernel_str,
-};
+use humming_spec::{DType, KernelSpec, Mma, ScaleGranularity, TileConfig, ZeroPoint};
 
-fn spec(fields: &str) -> KernelSpec {
-    parse_kernel_str(fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
-}
-
-fn err(fields: &str) -> String {
-    match parse_kernel_str(fields) {
-        Ok(s) => panic!("{fields} was accepted as {s}"),
-        Err(e) => e.to_string(),
-    }
-}
+mod spec_common;
+use spec_common::{err, spec};
 
 /// Golden hashes: a change here changes every artifact name and cache key, so it must be deliberate
 /// (bump the `humming.gemm.v1` tag of the canonical text when the meaning of a field changes).

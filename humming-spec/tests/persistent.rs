@@ -1,20 +1,12 @@
 //! The persistent kernel's tiles (`mma = wgmma_ss`): the catalogue against the declaration rules, the
 //! ping-pong form, and the launch choice.
 
+use humming_spec::Mma;
 use humming_spec::codegen::{entry_name, generate_cuda};
 use humming_spec::resources::{consumer_registers, min_blocks_per_sm, smem_bytes};
-use humming_spec::{KernelSpec, Mma, parse_kernel_str};
 
-fn spec(fields: &str) -> KernelSpec {
-    parse_kernel_str(fields).unwrap_or_else(|e| panic!("{fields}: {e}"))
-}
-
-fn err(fields: &str) -> String {
-    match parse_kernel_str(fields) {
-        Ok(s) => panic!("{fields} was accepted as {s}"),
-        Err(e) => e.to_string(),
-    }
-}
+mod spec_common;
+use spec_common::{err, spec};
 
 const SS_CHANNEL: &str = "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_90a]";
 const SS_BLOCK: &str = "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), arch: [sm_90a]";
