@@ -3,7 +3,8 @@
 // along K): amax = max |x|, s = amax / max(code) (or the static scale), inv = 1 / s (0 where s is 0), and
 // each code is x * inv rounded to nearest even and saturated (a -0 is written as +0, as the reference
 // does). One CTA per row (per group scales: per row and up to kActQuantThreads / 32 groups): 16-byte
-// loads of A, 8-byte stores of codes.
+// loads of A, 8-byte stores of codes. Gathered (the persistent moe_indexed tiles): row i of the codes
+// quantizes the row of A of slot rows[i], so that each expert's rows are one box of the GEMM's tiles.
 #pragma once
 #include "dequant.cuh"
 #include "ptx.cuh"
@@ -90,13 +91,30 @@ struct ActQuant {
     return m;
   }
 
+  // Chunk c of row `a`; a null row (a padding slot) reads as zeros.
+  __device__ __forceinline__ static uint4 chunk(const u16* a, int c) {
+    return a != nullptr ? *reinterpret_cast<const uint4*>(a + c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+
   // Codes of columns [c0, c1) of a row (chunks of 8) from `threads` threads, this one `t`.
   __device__ __forceinline__ static void encode(const u16* a, unsigned char* q, int c0, int c1, int t, int threads,
                                                 float inv) {
-    for (int c = c0 + 8 * t; c < c1; c += 8 * threads) {
-      const uint4 v = *reinterpret_cast<const uint4*>(a + c);
-      *reinterpret_cast<uint2*>(q + c) = chunk_codes(v, inv);
+    for (int c = c0 + 8 * t; c < c1; c += 8 * threads) *reinterpret_cast<uint2*>(q + c) = chunk_codes(chunk(a, c), inv);
+  }
+
+  // The row of A behind row `row` of the codes: itself, or gathered by slot (null: padding); false
+  // where the row is past those in use and is left alone.
+  __device__ __forceinline__ static bool source(const ActQuantParams& p, int row, const u16*& a) {
+    long long src = row;
+    if (p.rows != nullptr) {
+      grid_dependency_wait();  // the routing may come from the previous kernel
+      if (row >= *p.rows_used) return false;
+      const int id = __ldg(p.rows + row);
+      const long long slots = static_cast<long long>(p.m) * p.top_k;
+      src = id >= 0 && id < slots ? id / p.top_k : -1;
     }
+    a = src >= 0 ? static_cast<const u16*>(p.a) + src * p.lda : nullptr;
+    return true;
   }
 
   __device__ __forceinline__ static void run(const ActQuantParams& p) {
@@ -105,13 +123,14 @@ struct ActQuant {
     grid_launch_dependents();
     const int row = blockIdx.x;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    const u16* a = static_cast<const u16*>(p.a) + static_cast<long long>(row) * p.lda;
+    const u16* a;
+    if (!source(p, row, a)) return;
     unsigned char* q = static_cast<unsigned char*>(p.codes) + static_cast<long long>(row) * p.ldq;
     if (p.group == 0) {
       float s = p.static_scale;
       if (!(s > 0.0f)) {
         float m = 0.0f;
-        for (int c = 8 * t; c < p.k; c += 8 * kActQuantThreads) m = fmaxf(m, chunk_amax(*reinterpret_cast<const uint4*>(a + c)));
+        for (int c = 8 * t; c < p.k; c += 8 * kActQuantThreads) m = fmaxf(m, chunk_amax(chunk(a, c)));
         __shared__ float s_max[kWarps];
         m = warp_max(m);
         if (lane == 0) s_max[warp] = m;
@@ -129,7 +148,7 @@ struct ActQuant {
       for (int g = blockIdx.y * kWarps + warp; g < groups; g += kWarps * gridDim.y) {
         const int c0 = g * p.group, c1 = min(p.k, c0 + p.group);
         float m = 0.0f;
-        for (int c = c0 + 8 * lane; c < c1; c += 8 * 32) m = fmaxf(m, chunk_amax(*reinterpret_cast<const uint4*>(a + c)));
+        for (int c = c0 + 8 * lane; c < c1; c += 8 * 32) m = fmaxf(m, chunk_amax(chunk(a, c)));
         const float s = warp_max(m) / E::kMax;
         encode(a, q, c0, c1, lane, 32, s > 0.0f ? 1.0f / s : 0.0f);
         if (lane == 0) p.scales[static_cast<long long>(row) * groups + g] = s;

@@ -21,8 +21,14 @@
 // The epilogue (PersistentEpilogue) writes each warpgroup's C^T tile transposed into shared memory
 // (stmatrix) in 64 x 64 boxes and stores them by TMA, two boxes in flight per warpgroup, so that the
 // stores overlap the next tile's main loop.
+//
+// MoE (moe_indexed, R = IndexedRows): A's codes are gathered by slot before the launch (act_quant.cuh), so
+// each block of BM rows is one expert's (the routing's blocks) and stays one TMA box; a unit's expert
+// picks its weights (the B map spans the E experts' rows), scales, channel factors and bias, and the
+// epilogue writes each row to its slot's row of C. Cooperative tiles without K splits.
 #pragma once
 #include "epilogue.cuh"
+#include "rows.cuh"
 #include "wgmma_ss.cuh"
 
 namespace humming {
@@ -46,7 +52,7 @@ struct PersistentTile {
   static_assert(STAGES >= 2 && STAGES <= 16, "2 to 16 stages");
 };
 
-template <class Q, class Tl, class Code>
+template <class Q, class Tl, class Code, class R = DenseRows>
 struct Persistent {
   using T = typename Q::T;
   using H = Half2<T>;
@@ -72,6 +78,8 @@ struct Persistent {
   static constexpr int kThreads = 128 * (1 + Tl::kConsumers);
   static constexpr int kConsumerThreads = 128 * Tl::kConsumers;
   static constexpr bool kPingPong = Tl::kPingPong;
+  static constexpr bool kMoe = R::kMoe;
+  static_assert(!kMoe || (R::kIndexed && !kPingPong), "MoE: moe_indexed on cooperative tiles");
   // Threads that read one stage and share one tile's sums: one warpgroup ping-pong, both cooperative.
   static constexpr int kTileThreads = 128 * Tl::kSlices;
 
@@ -156,23 +164,45 @@ struct Persistent {
   using Tiles = PersistentTiles<BM, BN, BK>;
   using Unit = typename Tiles::Unit;
 
-  // Calls f(unit, kb) for every BK step of this CTA's units in order, while f returns true.
+  // The launch's work: dense, p.m rows; MoE, the gathered rows in use (after the routing's kernel).
+  __device__ __forceinline__ static Tiles tiles_of(const GemmParams& p) {
+    if constexpr (kMoe) {
+      grid_dependency_wait();
+      return Tiles(p, min(max(*p.route_slots, 0), p.a_rows));
+    } else {
+      return Tiles(p, p.m);
+    }
+  }
+
+  // The expert of unit w's rows (0 dense), or -1 where the routing skips its block.
+  __device__ __forceinline__ static int expert_of(const GemmParams& p, const Unit& w) {
+    if constexpr (kMoe) {
+      const int e = __ldg(p.expert_ids + w.tile_m);
+      return e >= 0 && e < p.experts ? e : -1;
+    } else {
+      return 0;
+    }
+  }
+
+  // Calls f(unit, expert, kb) for every BK step of this CTA's units in order, while f returns true.
   template <class F>
-  __device__ __forceinline__ static void for_each_step(const Tiles& tiles, F&& f) {
+  __device__ __forceinline__ static void for_each_step(const GemmParams& p, const Tiles& tiles, F&& f) {
     for (int u = blockIdx.x; u < tiles.units; u += gridDim.x) {
       const Unit w = tiles.unit(u);
+      const int e = expert_of(p, w);
+      if (e < 0) continue;
       for (int kb = w.kb0; kb < w.kb1; ++kb)
-        if (!f(w, kb)) return;
+        if (!f(w, e, kb)) return;
     }
   }
 
   // The producer thread: every stage's two TMA boxes (and a 4-bit weight tile's group scales). The first
   // ring's weights go out before griddepcontrol.wait (no kernel writes them), their rows after it.
   __device__ __forceinline__ static void produce(const GemmParams& p, const Smem& sm) {
-    const Tiles tiles(p);
+    const Tiles tiles = tiles_of(p);
     Ring r;
     int early = 0;  // steps of the first ring whose weights went out before the wait
-    bool waited = false;
+    bool waited = kMoe;  // (a MoE launch's experts come from the routing: it has waited)
     auto rows = [&](int stage, const Unit& w, int kb) {
       tma_load_2d(sm.a(stage), &p.a_map, kb * BK, w.tile_m * BM, sm.full + 8 * stage);
     };
@@ -180,13 +210,13 @@ struct Persistent {
       grid_dependency_wait();
       waited = true;
       int s = 0;
-      for_each_step(tiles, [&](const Unit& w, int kb) {
+      for_each_step(p, tiles, [&](const Unit& w, int, int kb) {
         if (s == early) return false;
         rows(s++, w, kb);
         return true;
       });
     };
-    for_each_step(tiles, [&](const Unit& w, int kb) {
+    for_each_step(p, tiles, [&](const Unit& w, int e, int kb) {
       mbar_wait(sm.empty + 8 * r.stage, r.phase ^ 1u);
       const u32 full = sm.full + 8 * r.stage;
       const int col0 = w.tile_n * BN;
@@ -194,10 +224,11 @@ struct Persistent {
       // buffer keeps older scales, which only reach the sums of channels past N, which C never receives.
       const int scale_bytes = kGroupPromote ? 4 * min(BN, p.n - col0) : 0;
       mbar_arrive_expect_tx(full, kBBytes + kABytes + scale_bytes);
-      tma_load_2d(sm.b(r.stage), &p.b_map, kb * kBRowBytes, col0, full);
+      // (The B map's rows are the E experts' N channels, one after the other.)
+      tma_load_2d(sm.b(r.stage), &p.b_map, kb * kBRowBytes, e * p.n + col0, full);
       if constexpr (kGroupPromote) {
-        bulk_copy_g2s(sm.scales(r.stage), static_cast<const float*>(p.scales) + static_cast<long long>(kb) * p.n + col0,
-                      scale_bytes, full);
+        const float* gs = static_cast<const float*>(p.scales) + e * p.s_expert;
+        bulk_copy_g2s(sm.scales(r.stage), gs + static_cast<long long>(kb) * p.n + col0, scale_bytes, full);
       }
       if (!waited && early < STAGES - 1) {
         ++early;  // its row box once the previous kernel is done
@@ -216,19 +247,19 @@ struct Persistent {
   // lane arrives on the stage's "full" mbarrier once its copies have landed, so the warp runs ahead of
   // the consumers by up to STAGES steps without waiting for its loads.
   __device__ __forceinline__ static void stage_scales(const GemmParams& p, const Smem& sm, int lane) {
-    const Tiles tiles(p);
+    const Tiles tiles = tiles_of(p);
     const int block_cols = (p.n + Q::kBlockN - 1) / Q::kBlockN;  // weight blocks along N
-    const float* bs = static_cast<const float*>(p.scales);
     grid_dependency_wait();  // the row scales come from the previous kernel (the input quantization)
     Ring r;
-    for_each_step(tiles, [&](const Unit& w, int kb) {
+    for_each_step(p, tiles, [&](const Unit& w, int e, int kb) {
+      const float* bs = static_cast<const float*>(p.scales) + e * p.s_expert;
       const int m0 = w.tile_m * BM;
       const float* rows = p.a_scales + static_cast<long long>(m0) * p.a_scale_stride + kb;
       mbar_wait(sm.empty + 8 * r.stage, r.phase ^ 1u);
       const u32 at = sm.scales(r.stage);
 #pragma unroll
       for (int i = lane; i < BM; i += 32) {
-        const bool in = m0 + i < p.m;
+        const bool in = m0 + i < tiles.rows;
         cp_async4(at + 4 * i, in ? rows + static_cast<long long>(i) * p.a_scale_stride : p.a_scales, in);
       }
       if (lane < Tl::kSlices) {
@@ -250,7 +281,7 @@ struct Persistent {
   // tensor cores to one main loop at a time. A unit that is one of several K splits of its tile hands
   // its sums to the split-K reduction, and only the last split to finish writes C.
   __device__ __forceinline__ static void consume(const GemmParams& p, const Smem& sm, int cw) {
-    const Tiles tiles(p);
+    const Tiles tiles = tiles_of(p);
     const int warp = (threadIdx.x / 32) & 3, lane = threadIdx.x & 31;
     const int slice = kPingPong ? 0 : cw;  // this warpgroup's WN channels of a tile
     grid_dependency_wait();  // C may still be read by the previous kernel
@@ -259,6 +290,8 @@ struct Persistent {
     Acc acc[kMi][kNc][4];
     for (int u = blockIdx.x, j = 0; u < tiles.units; u += gridDim.x, ++j) {
       const Unit w = tiles.unit(u);
+      const int e = expert_of(p, w);
+      if (e < 0) continue;  // (never with ping-pong: a dense launch has no such unit)
       if (kPingPong && (j & 1) != cw) {
         r.skip(w.kb1 - w.kb0);
         continue;
@@ -273,7 +306,7 @@ struct Persistent {
       if (kPingPong && !last) named_barrier_arrive(5 - cw, 256);
       if (last) grid_launch_dependents();
       if (tiles.splits > 1 && !reduce_splits(p, sm, tiles, w, cw, acc)) continue;
-      epilogue(p, sm, cw, warp, lane, w.tile_m * BM, w.tile_n * BN + slice * WN, acc, boxes);
+      epilogue(p, sm, cw, warp, lane, e, w.tile_m * BM, w.tile_n * BN + slice * WN, acc, boxes);
     }
     if ((threadIdx.x & 127) == 0) bulk_wait<0>();
   }
@@ -551,22 +584,42 @@ struct Persistent {
   // The f32 value of one accumulator (split-K sums of s8 codes stay exact integers).
   __device__ __forceinline__ static float to_f32(Acc v) { return static_cast<float>(v); }
 
-  // C of one tile's WN channels from n0 (rows m0..): each 64 x kCRows box finished in f32 (row scale,
-  // channel factor, bias, activation), rounded, written transposed into a C buffer and stored by TMA;
-  // without kFlagTmaStoreC by plain stores of the rows below M and the channels below N.
-  __device__ __forceinline__ static void epilogue(const GemmParams& p, const Smem& sm, int cw, int warp, int lane, int m0,
-                                                  int n0, const Acc (&acc)[kMi][kNc][4], int& boxes) {
+  // The row of C that row `row` of the launch writes, or -1: dense, itself below M; MoE, its slot (a
+  // gathered row of a valid slot id).
+  __device__ __forceinline__ static int c_row(const GemmParams& p, int row) {
+    if constexpr (kMoe) {
+      if (row >= p.a_rows) return -1;
+      const int id = __ldg(p.route + row);
+      return id >= 0 && id < p.m * p.top_k ? id : -1;
+    } else {
+      return row < p.m ? row : -1;
+    }
+  }
+
+  // The f32 factor of row `row`: its activation scale (none where block scales promoted it) and, MoE,
+  // the router's weight of its slot; 0 for a row that is not written.
+  __device__ __forceinline__ static float row_factor(const GemmParams& p, int row) {
+    const int out = c_row(p, row);
+    if (out < 0) return 0.0f;
+    float f = kRowPromote ? 1.0f : __ldg(p.a_scales + row * static_cast<long long>(p.a_scale_stride));
+    if constexpr (kMoe) {
+      if (p.row_weights != nullptr) f *= __ldg(p.row_weights + out);
+    }
+    return f;
+  }
+
+  // C of one tile's WN channels from n0 (rows m0.., expert e's): each 64 x kCRows box finished in f32
+  // (row factor, channel factor, bias, activation), rounded, written transposed into a C buffer and
+  // stored by TMA (MoE: by the warpgroup's 16-byte stores, each row to its slot's row); without
+  // kFlagTmaStoreC by plain stores of the rows written and the channels below N.
+  __device__ __forceinline__ static void epilogue(const GemmParams& p, const Smem& sm, int cw, int warp, int lane, int e,
+                                                  int m0, int n0, const Acc (&acc)[kMi][kNc][4], int& boxes) {
     const bool tma = (p.flags & kFlagTmaStoreC) != 0;
-    // Row scales (8-bit A per token) of chunk c: rows 8 c + 2 (lane % 4) + {0, 1}.
+    // Row factors of chunk c: rows 8 c + 2 (lane % 4) + {0, 1}.
     auto row_scales = [&](int c) {
-      float2 rs = make_float2(1.0f, 1.0f);
-      if constexpr (!kRowPromote) {
-        const int row = m0 + 8 * c + 2 * (lane & 3);
-        const long long s = p.a_scale_stride;
-        rs.x = row < p.m ? __ldg(p.a_scales + row * s) : 0.0f;
-        rs.y = row + 1 < p.m ? __ldg(p.a_scales + (row + 1) * s) : 0.0f;
-      }
-      return rs;
+      if constexpr (kRowPromote && !kMoe) return make_float2(1.0f, 1.0f);
+      const int row = m0 + 8 * c + 2 * (lane & 3);
+      return make_float2(row_factor(p, row), row_factor(p, row + 1));
     };
 #pragma unroll
     for (int mi = 0; mi < kMi; ++mi) {
@@ -579,8 +632,9 @@ struct Persistent {
       for (int h = 0; h < 2; ++h) {
         const int ch = ch0 + 8 * h;
         if (ch < p.n) {
-          if constexpr (Q::kChannelScale) cf[h] = __ldg(p.channel + ch) * kCUnit;
-          if constexpr (Q::kBias) bias[h] = H::to_float(__ldg(static_cast<const u16*>(p.bias) + ch));
+          const long long at = static_cast<long long>(e) * p.n + ch;  // (expert e's channel)
+          if constexpr (Q::kChannelScale) cf[h] = __ldg(p.channel + at) * kCUnit;
+          if constexpr (Q::kBias) bias[h] = H::to_float(__ldg(static_cast<const u16*>(p.bias) + at));
         }
       }
       // The C pair of chunk c, channel half h (rows 8 c + 2 (lane % 4) + {0, 1}).
@@ -598,8 +652,9 @@ struct Persistent {
           for (int h = 0; h < 2; ++h) {
             const u32 v = pair(c, h, rs);
             const int row = m0 + 8 * c + 2 * (lane & 3), ch = ch0 + 8 * h;
-            if (ch < p.n && row < p.m) c16[static_cast<long long>(row) * p.ldc + ch] = static_cast<u16>(v & 0xFFFFu);
-            if (ch < p.n && row + 1 < p.m) c16[static_cast<long long>(row + 1) * p.ldc + ch] = static_cast<u16>(v >> 16);
+            const int r0 = c_row(p, row), r1 = c_row(p, row + 1);
+            if (ch < p.n && r0 >= 0) c16[static_cast<long long>(r0) * p.ldc + ch] = static_cast<u16>(v & 0xFFFFu);
+            if (ch < p.n && r1 >= 0) c16[static_cast<long long>(r1) * p.ldc + ch] = static_cast<u16>(v >> 16);
           }
         }
         continue;
@@ -628,11 +683,23 @@ struct Persistent {
           const float2 r0 = row_scales(0);
           stmatrix_x2_trans(at, pair(0, 0, r0), pair(0, 1, r0));
         }
-        fence_proxy_async_shared();
-        named_barrier_sync(2 + cw, 128);
-        if ((threadIdx.x & 127) == 0) {
-          tma_store_2d(&p.c_map, n0 + mi * 64, m0 + box * kCRows, buf);
-          bulk_commit();
+        if constexpr (kMoe) {
+          // Each thread 16-byte chunks of the box's rows, to their slots' rows of C (the buffer is next
+          // written after two more barriers of this warpgroup, which every thread reaches after its loads).
+          named_barrier_sync(2 + cw, 128);
+          for (int q = threadIdx.x & 127; q < kCRows * 8; q += 128) {
+            const int row = q >> 3, chunk = q & 7, col = n0 + mi * 64 + 8 * chunk;
+            const int out = c_row(p, m0 + box * kCRows + row);
+            const uint4 v = lds128(buf + row * 128 + ((chunk ^ (row & 7)) << 4));
+            if (out >= 0 && col < p.n) *reinterpret_cast<uint4*>(static_cast<u16*>(p.c) + static_cast<long long>(out) * p.ldc + col) = v;
+          }
+        } else {
+          fence_proxy_async_shared();
+          named_barrier_sync(2 + cw, 128);
+          if ((threadIdx.x & 127) == 0) {
+            tma_store_2d(&p.c_map, n0 + mi * 64, m0 + box * kCRows, buf);
+            bulk_commit();
+          }
         }
         ++boxes;
       }

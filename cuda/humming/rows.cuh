@@ -21,7 +21,7 @@ struct TileRows {
 };
 
 struct DenseRows {
-  static constexpr bool kMoe = false;
+  static constexpr bool kMoe = false, kIndexed = false;
   template <int BM>
   __device__ __forceinline__ static bool begin(const GemmParams& p, int tile_m, TileRows& t) {
     t.m0 = tile_m * BM;
@@ -45,7 +45,7 @@ struct DenseRows {
 
 // The grouped layouts: a tile is rows [m0, m0 + rows) of A and C, all of one expert.
 struct GroupedRows {
-  static constexpr bool kMoe = true;
+  static constexpr bool kMoe = true, kIndexed = false;
   __device__ __forceinline__ static bool read_row(const GemmParams&, const TileRows& t, int r, int& src) {
     src = t.m0 + r;
     return r < t.rows;
@@ -57,7 +57,7 @@ struct GroupedRows {
 };
 
 struct IndexedRows {
-  static constexpr bool kMoe = true;
+  static constexpr bool kMoe = true, kIndexed = true;
   template <int BM>
   __device__ __forceinline__ static bool begin(const GemmParams& p, int tile_m, TileRows& t) {
     grid_dependency_wait();  // the routing buffers may come from the previous kernel

@@ -86,10 +86,11 @@ struct TileScheduler {
 // tiles, which stay in L2.
 template <int BM, int BN, int BK>
 struct PersistentTiles {
-  int tiles_m, tiles_n, tiles, splits, units, steps, raster;
+  int rows, tiles_m, tiles_n, tiles, splits, units, steps, raster;
 
-  __device__ __forceinline__ explicit PersistentTiles(const GemmParams& p)
-      : tiles_m((p.m + BM - 1) / BM), tiles_n((p.n + BN - 1) / BN), tiles(tiles_m * tiles_n),
+  // `m`: the rows of A the launch reads (p.m, or the gathered rows in use of a MoE launch).
+  __device__ __forceinline__ PersistentTiles(const GemmParams& p, int m)
+      : rows(m), tiles_m((m + BM - 1) / BM), tiles_n((p.n + BN - 1) / BN), tiles(tiles_m * tiles_n),
         splits(p.splits > 1 ? p.splits : 1), units(tiles * splits), steps((p.k + BK - 1) / BK),
         raster(p.raster > 0 ? p.raster : 1) {}
 

@@ -135,7 +135,8 @@ params_struct! {
         row_weights: u64 => "const float*",
         /// Bytes of packed B per expert.
         b_expert: i64 => "long long",
-        /// Elements of the scale grid (and of the zero points) per expert.
+        /// Elements of the scale grid (and of the zero points) per expert; persistent tiles: of the
+        /// f32 block or group scales.
         s_expert: i64 => "long long",
         /// `moe_indexed`: slots per token of A (`top_k`); 1 otherwise.
         top_k: i32 => "int",
@@ -150,6 +151,9 @@ params_struct! {
         /// Persistent tiles: row tiles per band of the tile raster (`PersistentTiles` in
         /// `scheduler.cuh`); 0 for other tiles.
         raster: i32 => "int",
+        /// Persistent `moe_indexed` tiles: the rows of A's codes, gathered by slot (row `i` holds
+        /// the codes of slot `route[i]`; the routing's capacity); 0 otherwise.
+        a_rows: i32 => "int",
     }
 }
 
@@ -177,6 +181,14 @@ params_struct! {
         group: i32 => "int",
         /// The bits of a static f32 scale (finite, above 0), or 0 for dynamic scales.
         static_scale: u32 => "float",
+        /// Gathered by slot (`gridDim.x` rows of codes; null: row `i` of A into row `i`): row `i`
+        /// of the codes is row `rows[i] / top_k` of A, or zero codes with scale 0 where `rows[i]` is
+        /// outside `0..m * top_k` (padding).
+        rows: u64 => "const int*",
+        /// Gathered: the rows in use, a device scalar (rows from there on are left as they are).
+        rows_used: u64 => "const int*",
+        /// Gathered: slots per row of A.
+        top_k: i32 => "int",
     }
 }
 
@@ -374,7 +386,7 @@ mod tests {
         assert_eq!(flags.offset, 384 + 9 * 8 + 6 * 4);
         assert_eq!(
             f.last().unwrap().offset,
-            384 + 9 * 8 + 8 * 4 + 6 * 8 + 8 + 8 + 4
+            384 + 9 * 8 + 8 * 4 + 6 * 8 + 8 + 8 + 4 + 4
         );
         assert!(f.iter().all(|f| !f.doc.is_empty()));
     }

@@ -261,12 +261,13 @@ fn persistent_entry(s: &mut String, spec: &KernelSpec, t: &TileConfig, i: usize)
     );
     let _ = writeln!(
         s,
-        "using Tile{i} = humming::Persistent<Quant, humming::PersistentTile<{}, {}, {}, {}>, {}>;",
+        "using Tile{i} = humming::Persistent<Quant, humming::PersistentTile<{}, {}, {}, {}>, {}, {}>;",
         t.block_m,
         t.block_n,
         t.warp_n,
         t.stages,
-        code_tag(spec.a)
+        code_tag(spec.a),
+        row_policy(spec.layout)
     );
     let _ = writeln!(
         s,

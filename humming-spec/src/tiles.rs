@@ -153,7 +153,8 @@ pub fn act8_wgmma_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
     tiles
 }
 
-/// Whether a kernel may have persistent (`wgmma_ss`) tiles: dense, 8-bit activations (e4m3, e5m2 or
+/// Whether a kernel may have persistent (`wgmma_ss`) tiles: dense or `moe_indexed` (A's codes
+/// gathered by slot), 8-bit activations (e4m3, e5m2 or
 /// i8), no gated epilogue, and either W8A8 (weights in A's own 8-bit code, both operands in shared
 /// memory) under channel or tensor scales or, for float codes, block scales of K extent 128 (one
 /// promotion per stage) and an N extent a multiple of 64; or W4A8 (`i4` / `u4` weights without zero
@@ -174,14 +175,14 @@ pub fn persistent_allowed(spec: &KernelSpec) -> bool {
         && (per_channel
             || matches!(g, ScaleGranularity::Group { size }
                 if size == u32::from(PERSISTENT_BLOCK_K) && spec.scale2.is_none()));
-    spec.layout == Layout::Dense
+    matches!(spec.layout, Layout::Dense | Layout::MoeIndexed)
         && crate::layout::is_8bit_activation(spec.a)
         && !spec.epilogue.is_glu()
         && (w8a8 || w4a8)
 }
 
 /// What [`persistent_allowed`] admits, in the words of the refusals that name it.
-pub const PERSISTENT_FORMS: &str = "dense W8A8 (weights in A's own 8-bit code) under channel or tensor scales, or float codes under block scales of K extent 128 and N extent a multiple of 64; or dense W4A8 (`i4` / `u4` weights without zero points under `e4m3` or `i8`) under channel, tensor or group(128) scales; without a gated epilogue";
+pub const PERSISTENT_FORMS: &str = "dense or `moe_indexed` W8A8 (weights in A's own 8-bit code) under channel or tensor scales, or float codes under block scales of K extent 128 and N extent a multiple of 64; or W4A8 (`i4` / `u4` weights without zero points under `e4m3` or `i8`) under channel, tensor or group(128) scales; without a gated epilogue";
 
 /// Whether a persistent kernel promotes each stage's sums into f32 accumulators through a second
 /// accumulator set: block scales (times the rows' group scales) and group scales of 4-bit weights.
@@ -202,6 +203,9 @@ pub const PERSISTENT_BLOCK_M: [u16; 7] = [8, 16, 32, 64, 128, 192, 256];
 /// stages as fit. Block scales promote each stage's sums through a second accumulator set, which
 /// halves the rows x channels a warpgroup may hold.
 pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
+    if spec.layout.is_moe() {
+        return persistent_moe_tiles(spec);
+    }
     let t = |bm: u16, bn: u16, stages: u8| TileConfig {
         block_m: bm,
         block_n: bn,
@@ -224,6 +228,29 @@ pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
         vec![t(16, 128, 8), t(64, 128, 7), t(128, 128, 5)]
     } else {
         vec![t(16, 128, 8), t(64, 128, 8), t(128, 128, 6), t(128, 256, 4)]
+    }
+}
+
+/// The persistent tiles of a `moe_indexed` kernel: one per block M of 16 to 128 (the routing's blocks;
+/// the runtime's block-M rule picks one per launch), 128 channels on two cooperative warpgroups
+/// (a launch of one expert's rows has few tiles along N), and as many stages as fit (a MoE launch at
+/// decode sizes streams weights).
+pub fn persistent_moe_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
+    let t = |bm: u16, stages: u8| TileConfig {
+        block_m: bm,
+        block_n: 128,
+        block_k: PERSISTENT_BLOCK_K,
+        warp_m: bm,
+        warp_n: 64,
+        warp_k: PERSISTENT_BLOCK_K,
+        stages,
+        mma: Mma::WgmmaSs,
+        ctas_per_sm: 0,
+    };
+    if spec.b.bits() == 4 {
+        vec![t(16, 12), t(32, 12), t(64, 10), t(128, 7)]
+    } else {
+        vec![t(16, 10), t(32, 8), t(64, 7), t(128, 5)]
     }
 }
 

@@ -24,6 +24,9 @@ fn persistent_tiles_pass_the_declaration_rules() {
         "a: e4m3, b: i4, c: f16, scale: group(128, f16), arch: [sm_90a]",
         "a: i8, b: i4, c: bf16, scale: group(128, bf16), arch: [sm_90a]",
         "a: e4m3, b: u4, c: f16, scale: channel(f32), bias: true, arch: [sm_90a]",
+        "a: e4m3, b: i4, c: f16, scale: group(128, f16), layout: moe_indexed, arch: [sm_90a]",
+        "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), layout: moe_indexed, arch: [sm_90a]",
+        "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), layout: moe_indexed, arch: [sm_90a]",
     ] {
         let base = spec(fields);
         assert!(persistent_allowed(&base), "{fields}");
@@ -52,7 +55,9 @@ fn persistent_tiles_pass_the_declaration_rules() {
         "a: e5m2, b: i4, c: bf16, scale: group(128, bf16), arch: [sm_90a]",
         "a: i8, b: u4, c: bf16, scale: group(128, bf16), zero_point: int, arch: [sm_90a]",
         "a: e4m3, b: e4m3, c: bf16, scale: block(128, 64, f32), arch: [sm_90a]",
-        "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), layout: moe_indexed, arch: [sm_90a]",
+        "a: e4m3, b: i4, c: f16, scale: group(128, f16), layout: moe_grouped_contiguous, arch: [sm_90a]",
+        "a: e4m3, b: e4m3, c: bf16, scale: block(128, 128, f32), layout: moe_grouped_masked, arch: [sm_90a]",
+        "a: e4m3, b: i4, c: f16, scale: group(128, f16), epilogue: silu_glu, layout: moe_indexed, arch: [sm_90a]",
     ] {
         assert!(!persistent_allowed(&spec(other)), "{other}");
     }

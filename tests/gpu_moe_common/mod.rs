@@ -4,7 +4,8 @@
 use super::Stream;
 use super::gpu_common::{GUARD, POISON, Rng};
 use humming::act_quant::{ActScale, quantize_activations};
-use humming::moe::MoeReference;
+use humming::cuda::{self, Gemm};
+use humming::moe::{MoeReference, MoeRows, reference_moe};
 use humming::quant::QuantizedWeights;
 use humming::{Element, reference, spec::KernelSpec};
 
@@ -188,4 +189,72 @@ pub fn offsets(rng: &mut Rng, e: usize, rows: usize) -> Vec<i32> {
         .chain(cuts)
         .chain(std::iter::once(end as i32))
         .collect()
+}
+
+/// One indexed case: route on the GPU, run, check every row.
+#[allow(clippy::too_many_arguments)]
+pub fn indexed_case<T: Element, K: humming::GemmKernel<A = T, C = T>>(
+    s: &Stream,
+    gemm: &Gemm<T, T>,
+    experts: &[QuantizedWeights],
+    dw: &cuda::DeviceWeights,
+    rng: &mut Rng,
+    tokens: usize,
+    top_k: usize,
+    how: Routing,
+    with_weights: bool,
+    (options, block_m): (cuda::LaunchOptions, usize),
+) -> f64 {
+    let (e, n, k) = (experts.len(), experts[0].n(), experts[0].k());
+    let sp = K::DESCRIPTOR;
+    let nc = humming::spec::layout::c_columns(sp.epilogue, n);
+    let ids = choices(rng, tokens, top_k, e, how);
+    let (a, af) = random_a_for::<T>(rng, tokens, k, &sp);
+    let (bias, bias_f) = bias_for::<T>(rng, e, n);
+    let rw: Vec<f32> = (0..tokens * top_k)
+        .map(|_| 0.5 + 0.5 * rng.uniform().abs())
+        .collect();
+    let d_ids = s.clone_htod(&ids).expect("ids");
+    let l = gemm.with(options);
+    let routing = match block_m {
+        0 => l.route(&d_ids, tokens, top_k, e),
+        b => l.route_with_block_m(&d_ids, tokens, top_k, e, b),
+    }
+    .expect("route");
+    let d_a = s.clone_htod(&a).expect("a");
+    let d_bias = sp.bias.then(|| s.clone_htod(&bias).expect("bias"));
+    let d_rw = s.clone_htod(&rw).expect("row weights");
+    let mut c = poisoned::<T>(s, tokens * top_k * nc);
+    l.run_indexed(
+        &d_a,
+        &routing,
+        dw,
+        d_bias.as_ref(),
+        with_weights.then_some(&d_rw),
+        &mut c,
+    )
+    .expect("run_indexed");
+    let got = s.clone_dtoh(&c).expect("read C");
+    let want = reference_moe(
+        experts,
+        &af,
+        tokens,
+        &MoeRows::Indexed {
+            topk_ids: &ids,
+            top_k,
+            weights: with_weights.then_some(&rw[..]),
+        },
+        sp.bias.then_some(&bias_f[..]),
+    )
+    .expect("reference");
+    check_rows(
+        &format!(
+            "{} E={e} top_k={top_k} tokens={tokens} {how:?} block_m={} {:?}",
+            K::NAME,
+            routing.block_m(),
+            options.split_k
+        ),
+        &got,
+        &want,
+    )
 }

@@ -16,6 +16,17 @@ use crate::kernel::Element;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use humming_spec::abi::{ACT_QUANT_THREADS, ActQuantParams};
 use humming_spec::layout::{c_columns, is_8bit_activation};
+
+/// The rows of A's codes that a persistent `moe_indexed` launch reads, gathered by slot: row `i` of
+/// `out_rows` from the slot id `rows[i]` (device pointers of the routing), those from `*used` on
+/// left alone.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct GatherRows {
+    pub rows: u64,
+    pub used: u64,
+    pub top_k: usize,
+    pub out_rows: usize,
+}
 use humming_spec::{DType, Layout};
 
 /// Activations quantized on the GPU: `[m, k]` codes (one byte each, row-major) and their f32 scales
@@ -179,7 +190,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             let (a_ptr, _ra) = a.device_ptr(s);
             let (q_ptr, _rq) = out.codes.device_ptr_mut(s);
             let (s_ptr, _rs) = out.scales.device_ptr_mut(s);
-            self.launch_quant(a_ptr, a.len(), m, k, lda, granularity, q_ptr, s_ptr)?;
+            self.launch_quant(a_ptr, a.len(), m, k, lda, granularity, q_ptr, s_ptr, None)?;
         }
         out.dtype = self.spec.a;
         out.m = m;
@@ -219,6 +230,43 @@ impl<A: Element, C: Element> Gemm<A, C> {
             granularity,
             q_ptr,
             s_ptr,
+            None,
+        )?;
+        Ok((q_ptr, s_ptr, granularity.scales_per_row(k)))
+    }
+
+    /// [`Gemm::quantize_into_workspace`] of the `gather.out_rows` rows of A's codes that a persistent
+    /// `moe_indexed` launch reads: row `i` the quantized row of A of slot `gather.rows[i]` (A has `m`
+    /// rows of K, `lda = k`).
+    pub(super) fn quantize_gathered_into_workspace(
+        &self,
+        a_ptr: u64,
+        m: usize,
+        k: usize,
+        gather: GatherRows,
+    ) -> Result<(u64, u64, usize)> {
+        let granularity = ActScale::of_kernel(&self.spec);
+        let (n_scales, _, _) = scale_layout(gather.out_rows, k, granularity)?;
+        let mut guard = self.workspace.lock().map_err(|_| {
+            invalid(
+                "workspace",
+                "the activation buffers' lock was poisoned by a panic",
+            )
+        })?;
+        let ws = &mut *guard;
+        let s = &self.stream;
+        ws.grow_activations(s, gather.out_rows * k, n_scales)?;
+        let (q_ptr, s_ptr) = ws.activation_ptrs(s);
+        self.launch_quant(
+            a_ptr,
+            m * k,
+            m,
+            k,
+            k,
+            granularity,
+            q_ptr,
+            s_ptr,
+            Some(gather),
         )?;
         Ok((q_ptr, s_ptr, granularity.scales_per_row(k)))
     }
@@ -234,6 +282,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         granularity: ActScale,
         q_ptr: u64,
         s_ptr: u64,
+        gather: Option<GatherRows>,
     ) -> Result<()> {
         let func = self.quant_function()?;
         let (_, group, static_scale) = scale_layout(m, k, granularity)?;
@@ -279,7 +328,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
             ldq: k as i32,
             group,
             static_scale,
+            rows: gather.map_or(0, |g| g.rows),
+            rows_used: gather.map_or(0, |g| g.used),
+            top_k: gather.map_or(1, |g| g.top_k as i32),
         };
+        let rows = gather.map_or(m, |g| g.out_rows);
         // Scales per group: one warp per group, so a row's groups spread over CTAs along y.
         let group_ctas = if group > 0 {
             granularity
@@ -290,12 +343,13 @@ impl<A: Element, C: Element> Gemm<A, C> {
             1
         };
         let cfg = LaunchConfig {
-            grid_dim: (m as u32, group_ctas, 1),
+            grid_dim: (rows as u32, group_ctas, 1),
             block_dim: (ACT_QUANT_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the kernel reads A[m, lda] (checked above) and writes m * k codes and the scales of
-        // `granularity` into buffers of at least that size (allocated by the callers).
+        // SAFETY: the kernel reads A[m, lda] (checked above; gathered: rows below m only) and writes
+        // `rows` * k codes and their scales of `granularity` into buffers of at least that size
+        // (allocated by the callers); gathered, it reads `rows` slot ids and one int.
         unsafe { driver::launch(&self.stream, func, cfg, &params, false, 1) }.map_err(|e| {
             Error::Driver {
                 context: format!("launching the input quantization of {}", self.name),

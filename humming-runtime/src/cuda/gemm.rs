@@ -458,7 +458,11 @@ impl<A: Element, C: Element> Gemm<A, C> {
             channel.extend_from_slice(&p.channel);
         }
         let s = &self.stream;
-        let (b_expert, s_expert) = (packed[0].b.len(), packed[0].scales.len());
+        // (The K-major layout's f32 block or group scales take the scale grid's place.)
+        let (b_expert, s_expert) = (
+            packed[0].b.len(),
+            packed[0].scales.len().max(packed[0].block_scales.len()),
+        );
         let b = s
             .clone_htod(&b)
             .map_err(driver_err("uploading packed weights"))?;

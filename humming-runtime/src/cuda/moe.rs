@@ -95,18 +95,18 @@ fn check_i32(name: &'static str, v: usize) -> Result<()> {
 }
 
 /// What one MoE launch hands the kernel beyond the dense fields.
-struct MoeLaunch {
-    a_rows: usize,
-    c_rows: usize,
-    grid_rows: usize,
-    expected_tiles: usize,
-    block_m: usize,
-    route: u64,
-    expert_ids: u64,
-    route_slots: u64,
-    row_weights: u64,
-    top_k: usize,
-    expert_rows: usize,
+pub(super) struct MoeLaunch {
+    pub a_rows: usize,
+    pub c_rows: usize,
+    pub grid_rows: usize,
+    pub expected_tiles: usize,
+    pub block_m: usize,
+    pub route: u64,
+    pub expert_ids: u64,
+    pub route_slots: u64,
+    pub row_weights: u64,
+    pub top_k: usize,
+    pub expert_rows: usize,
 }
 
 impl<A: Element, C: Element> Launcher<'_, A, C> {
@@ -561,6 +561,10 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         }
         if grid_y == 0 || l.c_rows == 0 {
             return Ok(());
+        }
+        if plan.tile.persistent() {
+            let (bias_ptr, _rbias) = optional_ptr(bias, s);
+            return self.launch_moe_persistent(&plan, a_ptr, w, (bias_ptr, c_ptr, nc), &l);
         }
         // 8-bit activations: A's rows (tokens, not slots) quantized per token (or per activation
         // group) into the kernel's own buffers first (stream-ordered: the launch below reads them).

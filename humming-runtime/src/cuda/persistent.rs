@@ -1,10 +1,13 @@
 //! Launches of the persistent (`wgmma_ss`) tiles: the three TMA tensor maps (A's codes, the K-major
-//! weight codes, C), the tile raster, and a grid of at most one CTA per SM (`cuda/humming/persistent.cuh`).
+//! weight codes, C), the tile raster, and a grid of at most one CTA per SM (`cuda/humming/persistent.cuh`);
+//! for `moe_indexed`, A's codes gathered by slot first, and the weights of every expert in one map.
 
+use super::act8::GatherRows;
 use super::driver::{self, BoxLayout, TmaElement};
 use super::gemm::{ActInput, DeviceWeights, Launcher, flag};
+use super::moe::MoeLaunch;
 use super::plan::{LaunchPlan, persistent_rows_per_launch};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, invalid};
 use crate::kernel::Element;
 use cudarc::driver::LaunchConfig;
 use humming_spec::abi::{FLAG_EARLY_TRIGGER, FLAG_TMA_STORE_C, GemmParams};
@@ -13,7 +16,158 @@ use humming_spec::abi::{FLAG_EARLY_TRIGGER, FLAG_TMA_STORE_C, GemmParams};
 /// running at once then span 8 row tiles and about SMs / 8 weight tiles (8 and 16 measured alike).
 pub const PERSISTENT_RASTER: i32 = 8;
 
+/// The TMA map error of `what` for kernel `name`.
+fn encode(
+    name: &str,
+    what: &str,
+    r: std::result::Result<[u64; 16], cudarc::driver::DriverError>,
+) -> Result<[u64; 16]> {
+    r.map_err(|e| Error::Driver {
+        context: format!("encoding the TMA tensor map of {what} for {name}"),
+        source: e,
+    })
+}
+
+/// The TMA map of the K-major weight codes at `b` (`rows` of N channels: one matrix, or E experts
+/// one after the other) in boxes of one stage of `block_n` channels: 8-bit codes in the 128-byte
+/// swizzle; 4-bit codes, 64 bytes per 128 codes, plain, as the kernel's loads read them
+/// (`WeightLayout::KMajor`).
+fn weight_map(
+    name: &str,
+    b: u64,
+    bits: u32,
+    k: usize,
+    rows: usize,
+    block_n: u16,
+) -> Result<[u64; 16]> {
+    let row = humming_spec::layout::k_major_row_bytes(bits, k);
+    let stage_bytes = u32::from(humming_spec::tiles::PERSISTENT_BLOCK_K) * bits / 8;
+    let layout = if bits == 4 {
+        BoxLayout::Plain
+    } else {
+        BoxLayout::Swizzle128
+    };
+    encode(
+        name,
+        "B",
+        driver::encode_boxes(
+            b,
+            TmaElement::Byte,
+            [row, rows],
+            row,
+            [stage_bytes, u32::from(block_n)],
+            layout,
+        ),
+    )
+}
+
 impl<A: Element, C: Element> Launcher<'_, A, C> {
+    /// A persistent `moe_indexed` launch, after `launch_moe`'s checks and plan (its tile's block M is
+    /// the routing's): A's rows quantized by slot into `l.grid_rows` rows of codes (each block of
+    /// block M rows one expert's), then one launch of at most one CTA per SM over the blocks in use
+    /// (read on the device), without K splits.
+    pub(super) fn launch_moe_persistent(
+        &self,
+        plan: &LaunchPlan,
+        a_ptr: u64,
+        w: &DeviceWeights,
+        (bias_ptr, c_ptr, ldc): (u64, u64, usize),
+        l: &MoeLaunch,
+    ) -> Result<()> {
+        let g = self.gemm;
+        let stream = &g.stream;
+        let (n, k) = (w.n, w.k);
+        let t = &g.tiles[plan.tile_index];
+        let tile = plan.tile;
+        let bits = g.spec.b.bits();
+        if w.b_expert != n * humming_spec::layout::k_major_row_bytes(bits, k) {
+            return Err(invalid(
+                "weights",
+                "the experts' K-major weights are not stacked one after the other",
+            ));
+        }
+        let rows = w.experts * n;
+        if rows > i32::MAX as usize || l.grid_rows > i32::MAX as usize {
+            return Err(invalid(
+                "weights",
+                "E * N or the routing's slots are 2^31 or more",
+            ));
+        }
+        let wp = w.ptrs(stream);
+        let b_map = weight_map(&g.name, wp.b, bits, k, rows, tile.block_n)?;
+        let (q_ptr, s_ptr, scale_stride) = g.quantize_gathered_into_workspace(
+            a_ptr,
+            l.a_rows,
+            k,
+            GatherRows {
+                rows: l.route,
+                used: l.route_slots,
+                top_k: l.top_k,
+                out_rows: l.grid_rows,
+            },
+        )?;
+        let a_map = encode(
+            &g.name,
+            "A",
+            driver::encode_boxes(
+                q_ptr,
+                TmaElement::Byte,
+                [k, l.grid_rows],
+                k,
+                [128, tile.block_m as u32],
+                BoxLayout::Swizzle128,
+            ),
+        )?;
+        // 16-byte rows of C: the staged boxes' 16-byte stores; otherwise stores from registers.
+        let boxed = ldc.is_multiple_of(8) && c_ptr.is_multiple_of(16);
+        let params = GemmParams {
+            a_map,
+            b_map,
+            a: q_ptr,
+            b: wp.b,
+            scales: wp.scales,
+            channel: wp.channel,
+            bias: bias_ptr,
+            c: c_ptr,
+            m: l.a_rows as i32,
+            n: n as i32,
+            k: k as i32,
+            lda: k as i32,
+            ldc: ldc as i32,
+            splits: 1,
+            flags: flag(plan.early_trigger, FLAG_EARLY_TRIGGER) | flag(boxed, FLAG_TMA_STORE_C),
+            experts: w.experts as i32,
+            route: l.route,
+            expert_ids: l.expert_ids,
+            route_slots: l.route_slots,
+            row_weights: l.row_weights,
+            b_expert: w.b_expert as i64,
+            s_expert: w.s_expert as i64,
+            top_k: l.top_k as i32,
+            a_scales: s_ptr,
+            a_scale_stride: scale_stride as i32,
+            raster: PERSISTENT_RASTER,
+            a_rows: l.grid_rows as i32,
+            ..GemmParams::default()
+        };
+        let tiles = humming_spec::tiles::output_tiles(&tile, l.grid_rows, n);
+        let cfg = LaunchConfig {
+            grid_dim: (tiles.min(g.device.sms).max(1) as u32, 1, 1),
+            block_dim: (tile.threads(), 1, 1),
+            shared_mem_bytes: t.smem,
+        };
+        // SAFETY: the kernel reads the gathered codes [grid_rows, K] and their scales (written above),
+        // the routing's `grid_rows` slot ids, its expert per block and its slots in use, the E experts'
+        // K-major weights, f32 scales, channel factors and bias, as uploaded; it writes the rows of C
+        // of valid slot ids (below tokens * top_k, C's length checked by the caller), columns < N.
+        unsafe { driver::launch(stream, &t.func, cfg, &params, plan.programmatic, 1) }.map_err(
+            |e| Error::Driver {
+                context: format!("launching {} ({})", g.name, tile),
+                source: e,
+            },
+        )
+    }
+
     /// The launches of a dense GEMM of `m` rows on persistent tiles, after its checks and its plan.
     pub(super) fn launch_persistent(
         &self,
@@ -31,34 +185,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let wp = w.ptrs(stream);
         let (ws_ptr, tickets_ptr) = g.workspace_ptrs(plan)?;
         let bm = tile.block_m as usize;
-        let encode =
-            |what: &str, r: std::result::Result<[u64; 16], cudarc::driver::DriverError>| {
-                r.map_err(|e| Error::Driver {
-                    context: format!("encoding the TMA tensor map of {what} for {}", g.name),
-                    source: e,
-                })
-            };
-        // 8-bit codes: rows of K bytes in the 128-byte swizzle; 4-bit: 64 bytes per 128 codes, plain,
-        // as the kernel's loads read them (WeightLayout::KMajor). A box is one stage of codes.
-        let bits = g.spec.b.bits();
-        let row = humming_spec::layout::k_major_row_bytes(bits, k);
-        let stage_bytes = u32::from(humming_spec::tiles::PERSISTENT_BLOCK_K) * bits / 8;
-        let layout = if bits == 4 {
-            BoxLayout::Plain
-        } else {
-            BoxLayout::Swizzle128
-        };
-        let b_map = encode(
-            "B",
-            driver::encode_boxes(
-                wp.b,
-                TmaElement::Byte,
-                [row, n],
-                row,
-                [stage_bytes, u32::from(tile.block_n)],
-                layout,
-            ),
-        )?;
+        let encode = |what: &str, r| encode(&g.name, what, r);
+        let b_map = weight_map(&g.name, wp.b, g.spec.b.bits(), k, n, tile.block_n)?;
         // TMA stores need 16-byte aligned rows of C; otherwise the kernel stores from registers.
         let tma_c = ldc.is_multiple_of(8) && c_ptr.is_multiple_of(16);
         let rows_per_launch = persistent_rows_per_launch(&tile, n, plan.splits);

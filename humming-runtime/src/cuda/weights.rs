@@ -16,7 +16,8 @@ pub struct DeviceWeights {
     pub(super) n: usize,
     pub(super) k: usize,
     pub(super) experts: usize,
-    /// Bytes of packed B, and elements of the scale grid, per expert.
+    /// Bytes of packed B, and elements of the scale grid (of the f32 scales with the K-major
+    /// layout), per expert.
     pub(super) b_expert: usize,
     pub(super) s_expert: usize,
     pub(super) b: CudaSlice<u8>,

@@ -202,7 +202,7 @@ pub(super) fn check_wgmma_tile(
 
 /// Rules of a persistent (`wgmma_ss`) tile: a kernel the persistent kernel serves
 /// ([`crate::tiles::persistent_allowed`]) with `sm_90a` among its targets; block (M, N, 128) with M a
-/// wgmma N ([`crate::tiles::PERSISTENT_BLOCK_M`]) and N = 2 x warp N; warp (block M, 64 or 128, 128):
+/// wgmma N ([`crate::tiles::PERSISTENT_BLOCK_M`]) and N = 2 x warp N (or = warp N, dense only); warp (block M, 64 or 128, 128):
 /// two consumer warpgroups; at most 128 f32 accumulators per thread (64 per set with block scales, which
 /// keep two); block scales' N extent a multiple of warp N (one block scale per warpgroup); 2 to 16
 /// stages; one CTA per SM; within the shared memory of a CTA.
@@ -262,6 +262,18 @@ pub(super) fn check_persistent_tile(
                 "a wgmma_ss tile's two consumer warpgroups share a tile along N (block N = 2 x warp N = {}) or take turns on tiles of their own (block N = warp N = {}); found block N {}",
                 2 * t.warp_n,
                 t.warp_n,
+                t.block_n
+            ),
+        );
+        return;
+    }
+    if spec.layout.is_moe() && t.block_n == t.warp_n {
+        errs.push(
+            span.block[1],
+            format!(
+                "a `{}` wgmma_ss tile is cooperative: block N = 2 x warp N = {}, found {}",
+                spec.layout.name(),
+                2 * t.warp_n,
                 t.block_n
             ),
         );

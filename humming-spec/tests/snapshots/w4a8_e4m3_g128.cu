@@ -81,7 +81,7 @@ humming_88a9310a50fd5753aaf8b7b64542aa18_t4(const __grid_constant__ humming::Gem
 }
 
 // tile 5: b16x128x128w16x64x128s8wgmma_ss, 384 threads, 95376 bytes of shared memory (persistent)
-using Tile5 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3>;
+using Tile5 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile5::kSmemBytes == 95376u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile5::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -90,7 +90,7 @@ humming_88a9310a50fd5753aaf8b7b64542aa18_t5(const __grid_constant__ humming::Gem
 }
 
 // tile 6: b64x128x128w64x64x128s8wgmma_ss, 384 threads, 169104 bytes of shared memory (persistent)
-using Tile6 = humming::Persistent<Quant, humming::PersistentTile<64, 128, 64, 8>, humming::CodeE4M3>;
+using Tile6 = humming::Persistent<Quant, humming::PersistentTile<64, 128, 64, 8>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile6::kSmemBytes == 169104u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile6::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -99,7 +99,7 @@ humming_88a9310a50fd5753aaf8b7b64542aa18_t6(const __grid_constant__ humming::Gem
 }
 
 // tile 7: b128x128x128w128x64x128s7wgmma_ss, 384 threads, 209536 bytes of shared memory (persistent)
-using Tile7 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 7>, humming::CodeE4M3>;
+using Tile7 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 7>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile7::kSmemBytes == 209536u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile7::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)

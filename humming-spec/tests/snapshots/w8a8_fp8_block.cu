@@ -92,7 +92,7 @@ humming_7075e398b1309166a1f65e2bbb0120c4_t5(const __grid_constant__ humming::Gem
 }
 
 // tile 6: b16x128x128w16x64x128s8wgmma_ss, 384 threads, 157456 bytes of shared memory (persistent)
-using Tile6 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3>;
+using Tile6 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile6::kSmemBytes == 157456u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile6::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -101,7 +101,7 @@ humming_7075e398b1309166a1f65e2bbb0120c4_t6(const __grid_constant__ humming::Gem
 }
 
 // tile 7: b64x128x128w64x64x128s7wgmma_ss, 384 threads, 207856 bytes of shared memory (persistent)
-using Tile7 = humming::Persistent<Quant, humming::PersistentTile<64, 128, 64, 7>, humming::CodeE4M3>;
+using Tile7 = humming::Persistent<Quant, humming::PersistentTile<64, 128, 64, 7>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile7::kSmemBytes == 207856u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile7::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -110,7 +110,7 @@ humming_7075e398b1309166a1f65e2bbb0120c4_t7(const __grid_constant__ humming::Gem
 }
 
 // tile 8: b128x128x128w128x64x128s5wgmma_ss, 384 threads, 200368 bytes of shared memory (persistent)
-using Tile8 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 5>, humming::CodeE4M3>;
+using Tile8 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 5>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile8::kSmemBytes == 200368u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile8::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)

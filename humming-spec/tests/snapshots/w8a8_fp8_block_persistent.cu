@@ -26,7 +26,7 @@ using Kernel = humming::Gemm<Quant, Tl, Act, Weights, humming::DenseRows>;
 }  // namespace
 
 // tile 0: b16x128x128w16x64x128s8wgmma_ss, 384 threads, 157456 bytes of shared memory (persistent)
-using Tile0 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3>;
+using Tile0 = humming::Persistent<Quant, humming::PersistentTile<16, 128, 64, 8>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile0::kSmemBytes == 157456u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile0::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
@@ -35,7 +35,7 @@ humming_766b15a15ac39f56389ff9eee317e8b4_t0(const __grid_constant__ humming::Gem
 }
 
 // tile 1: b128x128x128w128x64x128s5wgmma_ss, 384 threads, 200368 bytes of shared memory (persistent)
-using Tile1 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 5>, humming::CodeE4M3>;
+using Tile1 = humming::Persistent<Quant, humming::PersistentTile<128, 128, 64, 5>, humming::CodeE4M3, humming::DenseRows>;
 static_assert(Tile1::kSmemBytes == 200368u, "shared memory disagrees with the Rust resource model");
 static_assert(Tile1::kLaunchThreads == 384, "threads disagree with the Rust resource model");
 extern "C" __global__ void __launch_bounds__(384, 1)
