@@ -2,17 +2,17 @@
 # On the H200 (carry .gpu-pack from dev/pack-moe.sh and .whl from scripts/fetch-bench-wheels.sh): the persistent
 # MoE kernel's tests, the MoE bench (ours, then humming-kernels' MoE section on the same models and M), and the
 # sanitizers, each step bounded, so that one device call returns all logs as $OUT/moe-logs.tar.xz.
-#   STEPS="tests bench sweep hk san"  (default: all)   MODELS=qwen3_30b_a3b,deepseek_v3   MS=1,16,128,1024,4096
-#   FORMATS="w4a8 w4a16"   SWEEP_MS=128,1024 (block M 16..128 on Qwen3)   TESTS="moe_persistent moe persistent"
+#   STEPS="tests bench layer sweep hk san"  (default: all)   MODELS=qwen3_30b_a3b,deepseek_v3   MS=1,16,128,1024,4096
+#   FORMATS="w4a8 w4a16"   SWEEP_MS=128,1024 (block M 16..128 on Qwen3)   TESTS="moe_persistent moe_layer moe persistent"
 set -uo pipefail
 out="${OUT:-gpu-out}"; mkdir -p "$out" .gpu
 tar -C .gpu -xJf .gpu-pack/moe.tar.xz
 export HUMMING_CACHE_DIR=/tmp/humming-cache
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-steps=" ${STEPS:-tests bench sweep hk san} "
+steps=" ${STEPS:-tests bench layer sweep hk san} "
 models="${MODELS:-qwen3_30b_a3b,deepseek_v3}"; ms="${MS:-1,16,128,1024,4096}"
 if [[ $steps == *" tests "* ]]; then
-  for t in ${TESTS:-moe_persistent moe persistent}; do
+  for t in ${TESTS:-moe_persistent moe_layer moe persistent}; do
     case $t in moe) filt="${MOE_FILTER:-w4a8}";; *) filt="";; esac
     timeout "${TESTS_S:-150}" .gpu/gpu_${t}-* $filt --test-threads=4 --nocapture > "$out/tests-$t.log" 2>&1
     echo "gpu_$t rc=$?: $(grep -E "test result" "$out/tests-$t.log")"
@@ -26,10 +26,15 @@ if [[ $steps == *" bench "* ]]; then
     echo "bench $f rc=$?"; grep -E "^(qwen|deepseek)" "$out/moe-$f/bench_moe.log" | tail -20
   done
 fi
+if [[ $steps == *" layer "* ]]; then
+  mkdir -p "$out/layer"
+  timeout "${LAYER_S:-300}" .gpu/bench_moe_layer --models "$models" --ms "$ms" --out "$out/layer" > "$out/layer/bench_moe_layer.log" 2>&1
+  echo "layer rc=$?"; grep -vE "^\s*$" "$out/layer/bench_moe_layer.log" | tail -32
+fi
 if [[ $steps == *" sweep "* ]]; then
   mkdir -p "$out/sweep"
-  timeout 120 .gpu/bench_moe --format w4a8 --models qwen3_30b_a3b --ms "${SWEEP_MS:-128,1024}" --block-m 16,32,64,128 --out "$out/sweep" \
-    > "$out/sweep/bench_moe.log" 2>&1
+  timeout "${SWEEP_S:-120}" .gpu/bench_moe --format w4a8 --models "${SWEEP_MODELS:-qwen3_30b_a3b}" --ms "${SWEEP_MS:-128,1024}" \
+    --block-m "${SWEEP_BMS:-16,32,64,128}" --out "$out/sweep" > "$out/sweep/bench_moe.log" 2>&1
   echo "sweep rc=$?"; grep -E "^(qwen|deepseek)" "$out/sweep/bench_moe.log" | tail -20
 fi
 if [[ $steps == *" hk "* ]] && ls .whl/humming_kernels-*.whl >/dev/null 2>&1; then

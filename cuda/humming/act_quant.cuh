@@ -5,6 +5,7 @@
 // does). One CTA per row (per group scales: per row and up to kActQuantThreads / 32 groups): 16-byte
 // loads of A, 8-byte stores of codes. Gathered (the persistent moe_indexed tiles): row i of the codes
 // quantizes the row of A of slot rows[i], so that each expert's rows are one box of the GEMM's tiles.
+// GLU (a MoE layer's down projection): the row quantized is silu(gate) * up of A's row halves.
 #pragma once
 #include "dequant.cuh"
 #include "ptx.cuh"
@@ -62,26 +63,46 @@ struct ActQuant {
   using E = CodeEncode<Code>;
   static constexpr int kWarps = kActQuantThreads / 32;
 
-  // The largest |x| of eight values (a 16-byte chunk).
-  __device__ __forceinline__ static float chunk_amax(const uint4& v) {
-    const u32 w[4] = {v.x, v.y, v.z, v.w};
-    float m = 0.0f;
+  // Eight 16-bit values (a 16-byte chunk) in f32.
+  __device__ __forceinline__ static void unpack(const uint4& x, float (&v)[8]) {
+    const u32 w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      m = fmaxf(m, fabsf(H::to_float(static_cast<u16>(w[i] & 0xFFFFu))));
-      m = fmaxf(m, fabsf(H::to_float(static_cast<u16>(w[i] >> 16))));
+      v[2 * i] = H::to_float(static_cast<u16>(w[i] & 0xFFFFu));
+      v[2 * i + 1] = H::to_float(static_cast<u16>(w[i] >> 16));
     }
+  }
+
+  // Values c .. c + 8 of the row being quantized, in f32: row `a`'s (a null row, a padding slot: zeros),
+  // or with p.glu silu(gate) * up of its halves [0, k) and [k, 2 k).
+  __device__ __forceinline__ static void chunk(const ActQuantParams& p, const u16* a, int c, float (&v)[8]) {
+    if (a == nullptr) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = 0.0f;
+      return;
+    }
+    unpack(*reinterpret_cast<const uint4*>(a + c), v);
+    if (p.glu != 0) {
+      float u[8];
+      unpack(*reinterpret_cast<const uint4*>(a + p.k + c), u);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = v[i] / (1.0f + __expf(-v[i])) * u[i];
+    }
+  }
+
+  // The largest |x| of eight values.
+  __device__ __forceinline__ static float chunk_amax(const float (&v)[8]) {
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(v[i]));
     return m;
   }
 
   // The eight codes of a chunk: x * inv in f32, then rounded.
-  __device__ __forceinline__ static uint2 chunk_codes(const uint4& v, float inv) {
-    const u32 w[4] = {v.x, v.y, v.z, v.w};
+  __device__ __forceinline__ static uint2 chunk_codes(const float (&v)[8], float inv) {
     u32 c[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      c[i] = E::pair(H::to_float(static_cast<u16>(w[i] & 0xFFFFu)) * inv, H::to_float(static_cast<u16>(w[i] >> 16)) * inv);
-    }
+    for (int i = 0; i < 4; ++i) c[i] = E::pair(v[2 * i] * inv, v[2 * i + 1] * inv);
     return make_uint2(positive_zeros<Code>(c[0] | c[1] << 16), positive_zeros<Code>(c[2] | c[3] << 16));
   }
 
@@ -91,24 +112,36 @@ struct ActQuant {
     return m;
   }
 
-  // Chunk c of row `a`; a null row (a padding slot) reads as zeros.
-  __device__ __forceinline__ static uint4 chunk(const u16* a, int c) {
-    return a != nullptr ? *reinterpret_cast<const uint4*>(a + c) : make_uint4(0u, 0u, 0u, 0u);
+  // Codes of columns [c0, c1) of a row (chunks of 8) from `threads` threads, this one `t`.
+  __device__ __forceinline__ static void encode(const ActQuantParams& p, const u16* a, unsigned char* q, int c0, int c1,
+                                                int t, int threads, float inv) {
+    for (int c = c0 + 8 * t; c < c1; c += 8 * threads) {
+      float v[8];
+      chunk(p, a, c, v);
+      *reinterpret_cast<uint2*>(q + c) = chunk_codes(v, inv);
+    }
   }
 
-  // Codes of columns [c0, c1) of a row (chunks of 8) from `threads` threads, this one `t`.
-  __device__ __forceinline__ static void encode(const u16* a, unsigned char* q, int c0, int c1, int t, int threads,
-                                                float inv) {
-    for (int c = c0 + 8 * t; c < c1; c += 8 * threads) *reinterpret_cast<uint2*>(q + c) = chunk_codes(chunk(a, c), inv);
+  // The largest |x| of columns [c0, c1) from `threads` threads, this one `t`.
+  __device__ __forceinline__ static float amax(const ActQuantParams& p, const u16* a, int c0, int c1, int t, int threads) {
+    float m = 0.0f;
+    for (int c = c0 + 8 * t; c < c1; c += 8 * threads) {
+      float v[8];
+      chunk(p, a, c, v);
+      m = fmaxf(m, chunk_amax(v));
+    }
+    return m;
   }
 
   // The row of A behind row `row` of the codes: itself, or gathered by slot (null: padding); false
   // where the row is past those in use and is left alone.
   __device__ __forceinline__ static bool source(const ActQuantParams& p, int row, const u16*& a) {
     long long src = row;
-    if (p.rows != nullptr) {
+    if (p.rows_used != nullptr) {
       grid_dependency_wait();  // the routing may come from the previous kernel
       if (row >= *p.rows_used) return false;
+    }
+    if (p.rows != nullptr) {
       const int id = __ldg(p.rows + row);
       const long long slots = static_cast<long long>(p.m) * p.top_k;
       src = id >= 0 && id < slots ? id / p.top_k : -1;
@@ -129,8 +162,7 @@ struct ActQuant {
     if (p.group == 0) {
       float s = p.static_scale;
       if (!(s > 0.0f)) {
-        float m = 0.0f;
-        for (int c = 8 * t; c < p.k; c += 8 * kActQuantThreads) m = fmaxf(m, chunk_amax(chunk(a, c)));
+        float m = amax(p, a, 0, p.k, t, kActQuantThreads);
         __shared__ float s_max[kWarps];
         m = warp_max(m);
         if (lane == 0) s_max[warp] = m;
@@ -140,17 +172,15 @@ struct ActQuant {
         for (int w = 0; w < kWarps; ++w) m = fmaxf(m, s_max[w]);
         s = m / E::kMax;
       }
-      encode(a, q, 0, p.k, t, kActQuantThreads, s > 0.0f ? 1.0f / s : 0.0f);
+      encode(p, a, q, 0, p.k, t, kActQuantThreads, s > 0.0f ? 1.0f / s : 0.0f);
       if (t == 0) p.scales[row] = s;
     } else {
       // One warp per group; the row's groups spread over gridDim.y CTAs.
       const int groups = (p.k + p.group - 1) / p.group;
       for (int g = blockIdx.y * kWarps + warp; g < groups; g += kWarps * gridDim.y) {
         const int c0 = g * p.group, c1 = min(p.k, c0 + p.group);
-        float m = 0.0f;
-        for (int c = c0 + 8 * lane; c < c1; c += 8 * 32) m = fmaxf(m, chunk_amax(chunk(a, c)));
-        const float s = warp_max(m) / E::kMax;
-        encode(a, q, c0, c1, lane, 32, s > 0.0f ? 1.0f / s : 0.0f);
+        const float s = warp_max(amax(p, a, c0, c1, lane, 32)) / E::kMax;
+        encode(p, a, q, c0, c1, lane, 32, s > 0.0f ? 1.0f / s : 0.0f);
         if (lane == 0) p.scales[static_cast<long long>(row) * groups + g] = s;
       }
     }

@@ -584,9 +584,9 @@ struct Persistent {
   // The f32 value of one accumulator (split-K sums of s8 codes stay exact integers).
   __device__ __forceinline__ static float to_f32(Acc v) { return static_cast<float>(v); }
 
-  // The row of C that row `row` of the launch writes, or -1: dense, itself below M; MoE, its slot (a
-  // gathered row of a valid slot id).
-  __device__ __forceinline__ static int c_row(const GemmParams& p, int row) {
+  // The slot of row `row` of the launch (MoE: a gathered row of a valid slot id), or -1; dense: the
+  // row itself below M.
+  __device__ __forceinline__ static int slot_of(const GemmParams& p, int row) {
     if constexpr (kMoe) {
       if (row >= p.a_rows) return -1;
       const int id = __ldg(p.route + row);
@@ -596,14 +596,20 @@ struct Persistent {
     }
   }
 
+  // The row of C that row `row` writes, or -1: its slot's, or with kFlagGatheredC its own.
+  __device__ __forceinline__ static int c_row(const GemmParams& p, int row) {
+    if (kMoe && (p.flags & kFlagGatheredC) != 0) return row < p.a_rows ? row : -1;
+    return slot_of(p, row);
+  }
+
   // The f32 factor of row `row`: its activation scale (none where block scales promoted it) and, MoE,
-  // the router's weight of its slot; 0 for a row that is not written.
+  // the router's weight of its slot; 0 for a row of no slot.
   __device__ __forceinline__ static float row_factor(const GemmParams& p, int row) {
-    const int out = c_row(p, row);
-    if (out < 0) return 0.0f;
+    const int slot = slot_of(p, row);
+    if (slot < 0) return 0.0f;
     float f = kRowPromote ? 1.0f : __ldg(p.a_scales + row * static_cast<long long>(p.a_scale_stride));
     if constexpr (kMoe) {
-      if (p.row_weights != nullptr) f *= __ldg(p.row_weights + out);
+      if (p.row_weights != nullptr) f *= __ldg(p.row_weights + slot);
     }
     return f;
   }

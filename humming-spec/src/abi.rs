@@ -185,10 +185,14 @@ params_struct! {
         /// of the codes is row `rows[i] / top_k` of A, or zero codes with scale 0 where `rows[i]` is
         /// outside `0..m * top_k` (padding).
         rows: u64 => "const int*",
-        /// Gathered: the rows in use, a device scalar (rows from there on are left as they are).
+        /// The rows in use, a device scalar (rows from there on are left as they are), or null for
+        /// all `gridDim.x`.
         rows_used: u64 => "const int*",
         /// Gathered: slots per row of A.
         top_k: i32 => "int",
+        /// 1: each row of A holds `[gate | up]`, `2 k` values; the row quantized is
+        /// `silu(gate) * up` (`k` values, in f32 from A's 16-bit values). 0: the row as it is.
+        glu: i32 => "int",
     }
 }
 
@@ -259,6 +263,10 @@ constants! {
     /// Flag, persistent tiles: C is written by TMA stores through `c_map` (else by plain stores, where C's
     /// row stride or address does not allow a tensor map).
     FLAG_TMA_STORE_C: i32 = 32 => "kFlagTmaStoreC";
+    /// Flag, persistent `moe_indexed` tiles: row `i` of the gathered rows is written to row `i` of C
+    /// (`a_rows` rows; padding rows as zeros), not to its slot's row (a MoE layer's gate-up, whose
+    /// output the down projection reads in the same order).
+    FLAG_GATHERED_C: i32 = 64 => "kFlagGatheredC";
     /// Most K splits of one output tile that reduce in a thread-block cluster (the portable cluster
     /// size of sm_90).
     MAX_CLUSTER_SPLITS: u32 = 8 => "kMaxClusterSplits";

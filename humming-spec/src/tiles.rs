@@ -232,25 +232,25 @@ pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
 }
 
 /// The persistent tiles of a `moe_indexed` kernel: one per block M of 16 to 128 (the routing's blocks;
-/// the runtime's block-M rule picks one per launch), 128 channels on two cooperative warpgroups
-/// (a launch of one expert's rows has few tiles along N), and as many stages as fit (a MoE launch at
-/// decode sizes streams weights).
+/// the runtime's block-M rule picks one per launch), two cooperative warpgroups on 128 channels, or
+/// for 4-bit weights at 32 and 64 rows on 256 (more weight blocks per stage under one wait and one
+/// promotion), and as many stages as fit (a MoE launch at decode sizes streams weights).
 pub fn persistent_moe_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
-    let t = |bm: u16, stages: u8| TileConfig {
+    let t = |bm: u16, bn: u16, stages: u8| TileConfig {
         block_m: bm,
-        block_n: 128,
+        block_n: bn,
         block_k: PERSISTENT_BLOCK_K,
         warp_m: bm,
-        warp_n: 64,
+        warp_n: bn / 2,
         warp_k: PERSISTENT_BLOCK_K,
         stages,
         mma: Mma::WgmmaSs,
         ctas_per_sm: 0,
     };
     if spec.b.bits() == 4 {
-        vec![t(16, 12), t(32, 12), t(64, 10), t(128, 7)]
+        vec![t(16, 128, 12), t(32, 256, 9), t(64, 256, 7), t(128, 128, 7)]
     } else {
-        vec![t(16, 10), t(32, 8), t(64, 7), t(128, 5)]
+        vec![t(16, 128, 10), t(32, 128, 8), t(64, 128, 7), t(128, 128, 5)]
     }
 }
 

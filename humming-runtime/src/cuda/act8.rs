@@ -17,15 +17,17 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use humming_spec::abi::{ACT_QUANT_THREADS, ActQuantParams};
 use humming_spec::layout::{c_columns, is_8bit_activation};
 
-/// The rows of A's codes that a persistent `moe_indexed` launch reads, gathered by slot: row `i` of
-/// `out_rows` from the slot id `rows[i]` (device pointers of the routing), those from `*used` on
-/// left alone.
+/// The rows of A's codes that a persistent `moe_indexed` launch reads: row `i` of `out_rows` from
+/// the slot id `rows[i]` (a device pointer of the routing; 0: row `i` of A), those from `*used` on
+/// left alone; with `glu`, each row of A is `[gate | up]` and its codes are those of
+/// `silu(gate) * up`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct GatherRows {
     pub rows: u64,
     pub used: u64,
     pub top_k: usize,
     pub out_rows: usize,
+    pub glu: bool,
 }
 use humming_spec::{DType, Layout};
 
@@ -236,8 +238,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
     }
 
     /// [`Gemm::quantize_into_workspace`] of the `gather.out_rows` rows of A's codes that a persistent
-    /// `moe_indexed` launch reads: row `i` the quantized row of A of slot `gather.rows[i]` (A has `m`
-    /// rows of K, `lda = k`).
+    /// `moe_indexed` launch reads (see [`GatherRows`]; A has `m` rows of K, or of 2 K with `glu`, and
+    /// no other stride).
     pub(super) fn quantize_gathered_into_workspace(
         &self,
         a_ptr: u64,
@@ -245,6 +247,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
         k: usize,
         gather: GatherRows,
     ) -> Result<(u64, u64, usize)> {
+        let lda = if gather.glu { 2 * k } else { k };
         let granularity = ActScale::of_kernel(&self.spec);
         let (n_scales, _, _) = scale_layout(gather.out_rows, k, granularity)?;
         let mut guard = self.workspace.lock().map_err(|_| {
@@ -259,10 +262,10 @@ impl<A: Element, C: Element> Gemm<A, C> {
         let (q_ptr, s_ptr) = ws.activation_ptrs(s);
         self.launch_quant(
             a_ptr,
-            m * k,
+            m * lda,
             m,
             k,
-            k,
+            lda,
             granularity,
             q_ptr,
             s_ptr,
@@ -306,12 +309,18 @@ impl<A: Element, C: Element> Gemm<A, C> {
         if m == 0 {
             return Ok(());
         }
-        if a_len < (m - 1) * lda + k {
+        // (A GLU row holds gate and up: 2 K values.)
+        let row = if gather.is_some_and(|g| g.glu) {
+            2 * k
+        } else {
+            k
+        };
+        if lda < row || a_len < (m - 1) * lda + row {
             return Err(invalid(
                 "a",
                 format!(
-                    "A holds {a_len} elements; {m} rows of stride {lda} and K = {k} need {}",
-                    (m - 1) * lda + k
+                    "A holds {a_len} elements; {m} rows of stride {lda} and {row} values need {}",
+                    (m - 1) * lda + row
                 ),
             ));
         }
@@ -331,6 +340,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
             rows: gather.map_or(0, |g| g.rows),
             rows_used: gather.map_or(0, |g| g.used),
             top_k: gather.map_or(1, |g| g.top_k as i32),
+            glu: i32::from(gather.is_some_and(|g| g.glu)),
         };
         let rows = gather.map_or(m, |g| g.out_rows);
         // Scales per group: one warp per group, so a row's groups spread over CTAs along y.

@@ -14,7 +14,9 @@ use super::plan::{KReduction, LaunchPlan, plan_moe};
 use super::weights::optional_ptr;
 use crate::error::{Error, Result, invalid};
 use crate::kernel::Element;
-use crate::moe::{IndexedRouting, expected_row_tiles, moe_block_m, route_capacity};
+use crate::moe::{
+    IndexedRouting, expected_row_tiles, moe_block_m, persistent_moe_block_m, route_capacity,
+};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use humming_spec::Layout;
 use humming_spec::abi::{
@@ -30,9 +32,9 @@ use humming_spec::layout::{c_columns, is_8bit_activation};
 /// addresses, so `route_into` and the launches that read it can be captured in a CUDA graph and
 /// replayed on new choices.
 pub struct Routing {
-    sorted_ids: CudaSlice<i32>,
-    expert_ids: CudaSlice<i32>,
-    slots_used: CudaSlice<i32>,
+    pub(super) sorted_ids: CudaSlice<i32>,
+    pub(super) expert_ids: CudaSlice<i32>,
+    pub(super) slots_used: CudaSlice<i32>,
     tokens: usize,
     top_k: usize,
     experts: usize,
@@ -107,6 +109,11 @@ pub(super) struct MoeLaunch {
     pub row_weights: u64,
     pub top_k: usize,
     pub expert_rows: usize,
+    /// Persistent tiles: A's codes already gathered (`[grid_rows, K]`), their scales and the scales
+    /// per row, instead of quantizing A by slot.
+    pub codes: Option<(u64, u64, usize)>,
+    /// Persistent tiles: `FLAG_GATHERED_C` (C `[grid_rows, N]` in the gathered order).
+    pub gathered_c: bool,
 }
 
 impl<A: Element, C: Element> Launcher<'_, A, C> {
@@ -135,7 +142,11 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             .iter()
             .map(|i| i.tile.block_m as usize)
             .collect();
-        moe_block_m(&bms, rows, experts).unwrap_or(8)
+        if self.gemm.infos.iter().all(|i| i.tile.persistent()) {
+            persistent_moe_block_m(&bms, rows, experts).unwrap_or(16)
+        } else {
+            moe_block_m(&bms, rows, experts).unwrap_or(8)
+        }
     }
 
     /// Allocates the routing of `tokens` x `top_k` choices over `experts` (block M from
@@ -161,6 +172,19 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
     pub fn route_with_block_m(
         &self,
         topk_ids: &CudaSlice<i32>,
+        tokens: usize,
+        top_k: usize,
+        experts: usize,
+        block_m: usize,
+    ) -> Result<Routing> {
+        let mut routing = self.alloc_routing(tokens, top_k, experts, block_m)?;
+        self.route_into(topk_ids, &mut routing)?;
+        Ok(routing)
+    }
+
+    /// The buffers of a routing (unfilled), after the checks of [`Launcher::route_with_block_m`].
+    pub(super) fn alloc_routing(
+        &self,
         tokens: usize,
         top_k: usize,
         experts: usize,
@@ -202,7 +226,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         let alloc = |len: usize, what: &'static str| {
             s.alloc_zeros::<i32>(len.max(1)).map_err(driver_err(what))
         };
-        let mut routing = Routing {
+        Ok(Routing {
             sorted_ids: alloc(capacity, "allocating the routing")?,
             expert_ids: alloc(capacity / block_m, "allocating the routing")?,
             slots_used: alloc(1, "allocating the routing")?,
@@ -211,9 +235,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             experts,
             block_m,
             capacity,
-        };
-        self.route_into(topk_ids, &mut routing)?;
-        Ok(routing)
+        })
     }
 
     /// (The helper keeps 132 bytes of shared memory per expert: on GPUs with 99 KiB per block,
@@ -335,6 +357,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 row_weights: rw_ptr,
                 top_k: routing.top_k,
                 expert_rows: 0,
+                codes: None,
+                gathered_c: false,
             },
         )
     }
@@ -389,6 +413,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 row_weights: 0,
                 top_k: 1,
                 expert_rows: 0,
+                codes: None,
+                gathered_c: false,
             },
         )
     }
@@ -446,11 +472,13 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
                 row_weights: 0,
                 top_k: 1,
                 expert_rows: max_m,
+                codes: None,
+                gathered_c: false,
             },
         )
     }
 
-    fn launch_moe<Ab, Cb>(
+    pub(super) fn launch_moe<Ab, Cb>(
         &self,
         a: &Ab,
         w: &DeviceWeights,
@@ -550,7 +578,7 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             ));
         }
         let grid_y = l.grid_rows.div_ceil(l.block_m);
-        if grid_y > 65535 {
+        if grid_y > 65535 && !plan.tile.persistent() {
             return Err(invalid(
                 "rows",
                 format!(

@@ -10,7 +10,7 @@ use super::plan::{LaunchPlan, persistent_rows_per_launch};
 use crate::error::{Error, Result, invalid};
 use crate::kernel::Element;
 use cudarc::driver::LaunchConfig;
-use humming_spec::abi::{FLAG_EARLY_TRIGGER, FLAG_TMA_STORE_C, GemmParams};
+use humming_spec::abi::{FLAG_EARLY_TRIGGER, FLAG_GATHERED_C, FLAG_TMA_STORE_C, GemmParams};
 
 /// Row tiles per band of the persistent tile raster (`PersistentTiles` in `scheduler.cuh`): the tiles
 /// running at once then span 8 row tiles and about SMs / 8 weight tiles (8 and 16 measured alike).
@@ -64,8 +64,8 @@ fn weight_map(
 impl<A: Element, C: Element> Launcher<'_, A, C> {
     /// A persistent `moe_indexed` launch, after `launch_moe`'s checks and plan (its tile's block M is
     /// the routing's): A's rows quantized by slot into `l.grid_rows` rows of codes (each block of
-    /// block M rows one expert's), then one launch of at most one CTA per SM over the blocks in use
-    /// (read on the device), without K splits.
+    /// block M rows one expert's; or the codes `l.codes` given so), then one launch of at most one
+    /// CTA per SM over the blocks in use (read on the device), without K splits.
     pub(super) fn launch_moe_persistent(
         &self,
         plan: &LaunchPlan,
@@ -95,17 +95,21 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         }
         let wp = w.ptrs(stream);
         let b_map = weight_map(&g.name, wp.b, bits, k, rows, tile.block_n)?;
-        let (q_ptr, s_ptr, scale_stride) = g.quantize_gathered_into_workspace(
-            a_ptr,
-            l.a_rows,
-            k,
-            GatherRows {
-                rows: l.route,
-                used: l.route_slots,
-                top_k: l.top_k,
-                out_rows: l.grid_rows,
-            },
-        )?;
+        let (q_ptr, s_ptr, scale_stride) = match l.codes {
+            Some(codes) => codes,
+            None => g.quantize_gathered_into_workspace(
+                a_ptr,
+                l.a_rows,
+                k,
+                GatherRows {
+                    rows: l.route,
+                    used: l.route_slots,
+                    top_k: l.top_k,
+                    out_rows: l.grid_rows,
+                    glu: false,
+                },
+            )?,
+        };
         let a_map = encode(
             &g.name,
             "A",
@@ -135,7 +139,9 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             lda: k as i32,
             ldc: ldc as i32,
             splits: 1,
-            flags: flag(plan.early_trigger, FLAG_EARLY_TRIGGER) | flag(boxed, FLAG_TMA_STORE_C),
+            flags: flag(plan.early_trigger, FLAG_EARLY_TRIGGER)
+                | flag(boxed, FLAG_TMA_STORE_C)
+                | flag(l.gathered_c, FLAG_GATHERED_C),
             experts: w.experts as i32,
             route: l.route,
             expert_ids: l.expert_ids,
