@@ -184,16 +184,28 @@ struct Persistent {
     }
   }
 
+  // Calls f(u, unit, expert) for this CTA's units in order (but those the routing skips), while f returns
+  // true; each unit's expert is read one unit ahead, so that its load is in flight during the unit before.
+  template <class F>
+  __device__ __forceinline__ static void for_each_unit(const GemmParams& p, const Tiles& tiles, F&& f) {
+    const int step = static_cast<int>(gridDim.x);
+    int u = blockIdx.x;
+    int e = u < tiles.units ? expert_of(p, tiles.unit(u)) : -1;
+    for (; u < tiles.units; u += step) {
+      const int here = e;
+      if (u + step < tiles.units) e = expert_of(p, tiles.unit(u + step));
+      if (here >= 0 && !f(u, tiles.unit(u), here)) return;
+    }
+  }
+
   // Calls f(unit, expert, kb) for every BK step of this CTA's units in order, while f returns true.
   template <class F>
   __device__ __forceinline__ static void for_each_step(const GemmParams& p, const Tiles& tiles, F&& f) {
-    for (int u = blockIdx.x; u < tiles.units; u += gridDim.x) {
-      const Unit w = tiles.unit(u);
-      const int e = expert_of(p, w);
-      if (e < 0) continue;
+    for_each_unit(p, tiles, [&](int, const Unit& w, int e) {
       for (int kb = w.kb0; kb < w.kb1; ++kb)
-        if (!f(w, e, kb)) return;
-    }
+        if (!f(w, e, kb)) return false;
+      return true;
+    });
   }
 
   // The producer thread: every stage's two TMA boxes (and a 4-bit weight tile's group scales). The first
@@ -288,15 +300,13 @@ struct Persistent {
     Ring r;
     int boxes = 0;  // C boxes this warpgroup has stored (their buffers alternate)
     Acc acc[kMi][kNc][4];
-    for (int u = blockIdx.x, j = 0; u < tiles.units; u += gridDim.x, ++j) {
-      const Unit w = tiles.unit(u);
-      const int e = expert_of(p, w);
-      if (e < 0) continue;  // (never with ping-pong: a dense launch has no such unit)
-      if (kPingPong && (j & 1) != cw) {
+    int j = 0;  // units of this CTA so far
+    for_each_unit(p, tiles, [&](int u, const Unit& w, int e) {
+      if (kPingPong && (j++ & 1) != cw) {
         r.skip(w.kb1 - w.kb0);
-        continue;
+        return true;
       }
-      if (kPingPong && j > 0) named_barrier_sync(4 + cw, 256);
+      if (kPingPong && j > 1) named_barrier_sync(4 + cw, 256);
       if constexpr (kPromote) {
         promoted_loop(sm, slice, lane, w.kb0, w.kb1, r, acc);
       } else {
@@ -305,9 +315,10 @@ struct Persistent {
       const bool last = u + static_cast<int>(gridDim.x) >= tiles.units;
       if (kPingPong && !last) named_barrier_arrive(5 - cw, 256);
       if (last) grid_launch_dependents();
-      if (tiles.splits > 1 && !reduce_splits(p, sm, tiles, w, cw, acc)) continue;
-      epilogue(p, sm, cw, warp, lane, e, w.tile_m * BM, w.tile_n * BN + slice * WN, acc, boxes);
-    }
+      if (tiles.splits == 1 || reduce_splits(p, sm, tiles, w, cw, acc))
+        epilogue(p, sm, cw, warp, lane, e, w.tile_m * BM, w.tile_n * BN + slice * WN, acc, boxes);
+      return true;
+    });
     if ((threadIdx.x & 127) == 0) bulk_wait<0>();
   }
 
