@@ -50,5 +50,14 @@ if [[ $steps == *" san "* ]]; then
     echo "$tool rc=$?: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$out/$tool.log" | tail -2 | tr '\n' ' ')"
   done
 fi
+if [[ $steps == *" ncu "* ]]; then
+  # The routing helper and the GEMM of one DeepSeek-V3 gate-up launch (M = NCU_M), profiled once each.
+  for k in ${NCU_KERNELS:-route _t}; do
+    timeout 120 ncu --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
+      -k "regex:$k" -s 2 -c 1 .gpu/bench_moe --format w4a8 --models deepseek_v3 --ms "${NCU_M:-1024}" --routings 1 --trials 1 \
+      --reps 1 --out "$out/ncu-tmp" > "$out/ncu-$k.log" 2>&1
+    echo "ncu $k rc=$?"; grep -E "Duration|Throughput|Warp Cycles Per Issued|Stall|Issued Ipc" "$out/ncu-$k.log" | head -20
+  done
+fi
 tar -C "$out" -cJf /tmp/moe-logs.tar.xz . ; find "$out" -mindepth 1 -delete; mv /tmp/moe-logs.tar.xz "$out/"
 exit 0

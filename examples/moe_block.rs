@@ -14,8 +14,8 @@
 use clap::Parser;
 use half::f16;
 use humming::moe::reference_moe_layer;
-use humming::spec::DType;
 use humming::quant::QuantizedWeights;
+use humming::spec::DType;
 use humming::{cuda, reference};
 use std::process::ExitCode;
 

@@ -21,6 +21,46 @@ __device__ __forceinline__ void load_choices(const RouteParams& p, int base, int
   }
 }
 
+// For each lane's kRouteBatch keys (an expert, or -1 for none): the lanes below it with the same key
+// (`rank`) and, on the lowest of them, how many lanes hold it (`count`; 0 on the others). A bitonic
+// sort of the (key, lane) pairs, the batches' sorts interleaved: a fixed 15 shuffle steps whatever the
+// number of distinct keys (__match_any_sync takes about a step per distinct key, and a batch of 32
+// choices over hundreds of experts has about 32). `scratch`: this warp's 32 ints of shared memory.
+__device__ __forceinline__ void warp_peers(const int (&keys)[kRouteBatch], int lane, int* scratch, int (&rank)[kRouteBatch],
+                                           int (&count)[kRouteBatch]) {
+  unsigned v[kRouteBatch];
+#pragma unroll
+  for (int b = 0; b < kRouteBatch; ++b) v[b] = static_cast<unsigned>(keys[b] + 1) << 5 | static_cast<unsigned>(lane);
+#pragma unroll
+  for (int k = 2; k <= 32; k <<= 1) {
+#pragma unroll
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      const bool take_min = ((lane & j) == 0) == ((lane & k) == 0);
+#pragma unroll
+      for (int b = 0; b < kRouteBatch; ++b) {
+        const unsigned o = __shfl_xor_sync(0xffffffffu, v[b], j);
+        v[b] = take_min ? min(v[b], o) : max(v[b], o);
+      }
+    }
+  }
+  // Sorted position `lane` holds (key + 1, its lane): runs of one key, in lane order within a run.
+#pragma unroll
+  for (int b = 0; b < kRouteBatch; ++b) {
+    const unsigned key = v[b] >> 5;
+    const unsigned prev = __shfl_up_sync(0xffffffffu, key, 1), next = __shfl_down_sync(0xffffffffu, key, 1);
+    const unsigned starts = __ballot_sync(0xffffffffu, lane == 0 || prev != key);
+    const unsigned ends = __ballot_sync(0xffffffffu, lane == 31 || next != key);
+    const int start = 31 - __clz(starts & (0xffffffffu >> (31 - lane)));
+    const int end = __ffs(ends & (0xffffffffu << lane)) - 1;
+    scratch[v[b] & 31u] = (lane - start) | (lane == start ? end - start + 1 : 0) << 8;
+    __syncwarp();
+    const int w = scratch[lane];
+    __syncwarp();
+    rank[b] = w & 0xFF;
+    count[b] = w >> 8;
+  }
+}
+
 // RouteParams (abi.cuh). One CTA of kRouteThreads threads, with route_smem_bytes(experts) bytes of
 // dynamic shared memory (humming_spec::abi::route_smem_bytes). Warp w takes the choices of one
 // contiguous range, in order: it counts them per expert, a scan over the warps gives each warp its
@@ -30,6 +70,7 @@ __device__ __forceinline__ void moe_route(const RouteParams& p) {
   constexpr int kWarps = kRouteThreads / 32;
   extern __shared__ int route_smem[];
   __shared__ int warp_sums[kWarps];
+  __shared__ int peer_scratch[kWarps][32];
   __shared__ int total;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int experts = min(max(p.experts, 0), kMaxRouteExperts);
@@ -39,18 +80,18 @@ __device__ __forceinline__ void moe_route(const RouteParams& p) {
   int* mine = per_warp + warp * experts;
   const int span = (p.ids + kWarps * 32 - 1) / (kWarps * 32) * 32;
   const int lo = min(warp * span, p.ids), hi = min(lo + span, p.ids);
-  const unsigned below = (1u << lane) - 1u;
   grid_dependency_wait();  // topk_ids may come from the previous kernel
   for (int i = tid; i < kWarps * experts; i += kRouteThreads) per_warp[i] = 0;
   __syncthreads();
   for (int base = lo; base < hi; base += 32 * kRouteBatch) {
-    int es[kRouteBatch];
+    int es[kRouteBatch], rank[kRouteBatch], count[kRouteBatch];
     load_choices(p, base, hi, lane, es);
 #pragma unroll
+    for (int b = 0; b < kRouteBatch; ++b) es[b] = es[b] >= 0 && es[b] < experts ? es[b] : -1;
+    warp_peers(es, lane, peer_scratch[warp], rank, count);
+#pragma unroll
     for (int b = 0; b < kRouteBatch; ++b) {
-      const bool valid = es[b] >= 0 && es[b] < experts;
-      const unsigned peers = __match_any_sync(0xffffffffu, valid ? es[b] : -1);
-      if (valid && (peers & below) == 0) mine[es[b]] += __popc(peers);
+      if (es[b] >= 0 && count[b] > 0) mine[es[b]] += count[b];
       __syncwarp();
     }
   }
@@ -96,20 +137,20 @@ __device__ __forceinline__ void moe_route(const RouteParams& p) {
     for (int b = first[tid] / bm; b < (first[tid] + padded) / bm && b * bm < used; ++b) p.expert_ids[b] = tid;
   }
   for (int base = lo; base < hi; base += 32 * kRouteBatch) {
-    int es[kRouteBatch];
+    int es[kRouteBatch], rank[kRouteBatch], count[kRouteBatch];
     load_choices(p, base, hi, lane, es);
+#pragma unroll
+    for (int b = 0; b < kRouteBatch; ++b) es[b] = es[b] >= 0 && es[b] < experts ? es[b] : -1;
+    warp_peers(es, lane, peer_scratch[warp], rank, count);
 #pragma unroll
     for (int b = 0; b < kRouteBatch; ++b) {
       const int e = es[b];
-      const bool valid = e >= 0 && e < experts;
-      const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
-      const int rank = __popc(peers & below);
-      if (valid) {
-        const int s = first[e] + mine[e] + rank;
+      if (e >= 0) {
+        const int s = first[e] + mine[e] + rank[b];
         if (s < used) p.sorted_ids[s] = base + b * 32 + lane;
       }
       __syncwarp();
-      if (valid && rank == 0) mine[e] += __popc(peers);
+      if (e >= 0 && count[b] > 0) mine[e] += count[b];
       __syncwarp();
     }
   }

@@ -238,8 +238,8 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
         })
     }
 
-    /// (The helper keeps 132 bytes of shared memory per expert: on GPUs with 99 KiB per block,
-    /// sm_86 and sm_89, more than about 760 experts fail at launch, a [`Error::Driver`].)
+    /// (The helper keeps 132 bytes of shared memory per expert and 4 KiB more: on GPUs with 99 KiB
+    /// per block, sm_86 and sm_89, more than about 730 experts fail at launch, a [`Error::Driver`].)
     ///
     /// Fills `routing` from the router's choices `topk_ids` (`[tokens, top_k]`, int32; ids outside
     /// `0..experts` take no slot) with the routing helper: one CTA, deterministic, queued on the stream.
