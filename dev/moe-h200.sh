@@ -10,6 +10,8 @@ tar -C .gpu -xJf .gpu-pack/moe.tar.xz
 export HUMMING_CACHE_DIR=/tmp/humming-cache
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 steps=" ${STEPS:-tests bench layer sweep hk san} "
+# The logs so far as one archive after every step (the device returns few files; a call cut short keeps it).
+snapshot() { tar -C "$out" --exclude=moe-logs.tar.xz -cJf /tmp/moe-logs.tar.xz . && mv /tmp/moe-logs.tar.xz "$out/"; }
 models="${MODELS:-qwen3_30b_a3b,deepseek_v3}"; ms="${MS:-1,16,128,1024,4096}"
 if [[ $steps == *" tests "* ]]; then
   for t in ${TESTS:-moe_persistent moe_layer moe persistent}; do
@@ -19,6 +21,13 @@ if [[ $steps == *" tests "* ]]; then
     grep -E "cases|rows|panicked" "$out/tests-$t.log" | cut -c1-240
   done
 fi
+snapshot
+if [[ $steps == *" layer "* ]]; then
+  mkdir -p "$out/layer"
+  timeout "${LAYER_S:-300}" .gpu/bench_moe_layer --models "$models" --ms "$ms" --out "$out/layer" > "$out/layer/bench_moe_layer.log" 2>&1
+  echo "layer rc=$?"; grep -vE "^\s*$" "$out/layer/bench_moe_layer.log" | tail -32
+fi
+snapshot
 if [[ $steps == *" bench "* ]]; then
   for f in ${FORMATS:-w4a8}; do
     mkdir -p "$out/moe-$f"
@@ -26,23 +35,21 @@ if [[ $steps == *" bench "* ]]; then
     echo "bench $f rc=$?"; grep -E "^(qwen|deepseek)" "$out/moe-$f/bench_moe.log" | tail -20
   done
 fi
-if [[ $steps == *" layer "* ]]; then
-  mkdir -p "$out/layer"
-  timeout "${LAYER_S:-300}" .gpu/bench_moe_layer --models "$models" --ms "$ms" --out "$out/layer" > "$out/layer/bench_moe_layer.log" 2>&1
-  echo "layer rc=$?"; grep -vE "^\s*$" "$out/layer/bench_moe_layer.log" | tail -32
-fi
+snapshot
 if [[ $steps == *" sweep "* ]]; then
   mkdir -p "$out/sweep"
   timeout "${SWEEP_S:-120}" .gpu/bench_moe --format w4a8 --models "${SWEEP_MODELS:-qwen3_30b_a3b}" --ms "${SWEEP_MS:-128,1024}" \
     --block-m "${SWEEP_BMS:-16,32,64,128}" --out "$out/sweep" > "$out/sweep/bench_moe.log" 2>&1
   echo "sweep rc=$?"; grep -E "^(qwen|deepseek)" "$out/sweep/bench_moe.log" | tail -20
 fi
+snapshot
 if [[ $steps == *" hk "* ]] && ls .whl/humming_kernels-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/humming_kernels-*.whl
   PYTHONPATH=/tmp/site HB_MOE_MODELS="$models" HB_MOE_MS="$ms" HB_BUDGET_S="${HB_BUDGET_S:-200}" OUT="$out" \
     timeout $(( ${HB_BUDGET_S:-200} + 40 )) python3 .gpu/humming_py_bench_ext.py moe > "$out/hk-moe.log" 2>&1
   echo "hk rc=$?"; grep -E "^moe" "$out/hk-moe.log" | tail -40
 fi
+snapshot
 if [[ $steps == *" san "* ]]; then
   for tool in ${SAN_TOOLS-memcheck racecheck synccheck}; do
     HUMMING_GPU_QUICK=1 timeout "${SAN_S:-60}" compute-sanitizer --tool $tool .gpu/gpu_moe_persistent-* "${SAN_TESTS:-every_tile_w4a8}" \
@@ -50,6 +57,7 @@ if [[ $steps == *" san "* ]]; then
     echo "$tool rc=$?: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$out/$tool.log" | tail -2 | tr '\n' ' ')"
   done
 fi
+snapshot
 if [[ $steps == *" ncu "* ]]; then
   # The routing helper and the GEMM of one DeepSeek-V3 gate-up launch (M = NCU_M), profiled once each.
   for k in ${NCU_KERNELS:-route _t}; do
@@ -59,5 +67,6 @@ if [[ $steps == *" ncu "* ]]; then
     echo "ncu $k rc=$?"; grep -E "Duration|Throughput|Warp Cycles Per Issued|Stall|Issued Ipc" "$out/ncu-$k.log" | head -20
   done
 fi
-tar -C "$out" -cJf /tmp/moe-logs.tar.xz . ; find "$out" -mindepth 1 -delete; mv /tmp/moe-logs.tar.xz "$out/"
+snapshot
+find "$out" -mindepth 1 ! -name moe-logs.tar.xz -delete
 exit 0
