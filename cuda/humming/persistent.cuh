@@ -307,6 +307,7 @@ struct Persistent {
         return true;
       }
       if (kPingPong && j > 1) named_barrier_sync(4 + cw, 256);
+      if constexpr (kMoe) prefetch_rows(p, w.tile_m * BM, lane);
       if constexpr (kPromote) {
         promoted_loop(sm, slice, lane, w.kb0, w.kb1, r, acc);
       } else {
@@ -611,6 +612,19 @@ struct Persistent {
   __device__ __forceinline__ static int c_row(const GemmParams& p, int row) {
     if (kMoe && (p.flags & kFlagGatheredC) != 0) return row < p.a_rows ? row : -1;
     return slot_of(p, row);
+  }
+
+  // MoE: the slot ids and scales of this thread's rows of C (rows m0 + 8 c + 2 (lane % 4) + {0, 1})
+  // into L1 while the main loop runs, for the epilogue's dependent loads.
+  __device__ __forceinline__ static void prefetch_rows(const GemmParams& p, int m0, int lane) {
+#pragma unroll
+    for (int c = 0; c < kNc; ++c) {
+      const int row = m0 + 8 * c + 2 * (lane & 3);
+      if (row < p.a_rows) {
+        prefetch_l1(p.route + row);
+        if constexpr (!kRowPromote) prefetch_l1(p.a_scales + row * static_cast<long long>(p.a_scale_stride));
+      }
+    }
   }
 
   // The f32 factor of row `row`: its activation scale (none where block scales promoted it) and, MoE,

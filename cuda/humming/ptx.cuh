@@ -174,6 +174,9 @@ __device__ __forceinline__ void bulk_wait() {
 #endif
 }
 // Brings the tensor map at generic address `map` (a kernel parameter) into the TMA unit's cache.
+// Brings the line of `p` into L1 (no register written: the load's latency is not waited for).
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
+
 __device__ __forceinline__ void prefetch_tensormap(const void* map) {
 #if HUMMING_HAS_BULK
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
