@@ -33,7 +33,7 @@ def hk_us(model, proj, fmt, m):
 
 
 if ours:
-    print(f"### W4A8 MoE GEMM (`moe_indexed`, i4 g128, e4m3 per token), {ours['device']}\n")
+    print(f"### W4A8 MoE GEMM (`moe_indexed`, i4 g128, e4m3 per token), {ours['device'].get('name', '')}\n")
     print("| model | proj | M | floor | ours | ours + route | humming-kernels | ours / HK | % floor |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     ratios = []
