@@ -444,32 +444,7 @@ impl<A: Element, C: Element> Gemm<A, C> {
                 ));
             }
         }
-        // Packing is host work per expert (seconds for a DeepSeek-V3 layer's 256): on every core.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = experts.len().div_ceil(threads.max(1)).max(1);
-        let layout = self.layout;
-        let packed: Vec<crate::PackedWeights> = std::thread::scope(|scope| {
-            let parts: Vec<_> = experts
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .map(|w| w.pack_for(layout))
-                            .collect::<Result<Vec<_>>>()
-                    })
-                })
-                .collect();
-            parts
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(invalid("weights", "packing an expert panicked")))
-                })
-                .collect::<Result<Vec<Vec<_>>>>()
-        })?
-        .into_iter()
-        .flatten()
-        .collect();
+        let packed = super::weights::pack_experts(experts, self.layout)?;
         let cat = |part: &dyn Fn(&crate::PackedWeights) -> usize| packed.iter().map(part).sum();
         let mut b = Vec::with_capacity(cat(&|p| p.b.len()));
         let mut scales = Vec::with_capacity(cat(&|p| p.scales.len()));

@@ -20,8 +20,7 @@ use crate::moe::{
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use humming_spec::Layout;
 use humming_spec::abi::{
-    CombineParams, FLAG_EARLY_TRIGGER, GemmParams, MAX_ROUTE_EXPERTS, ROUTE_THREADS, RouteParams,
-    route_smem_bytes,
+    FLAG_EARLY_TRIGGER, GemmParams, MAX_ROUTE_EXPERTS, ROUTE_THREADS, RouteParams, route_smem_bytes,
 };
 use humming_spec::layout::{c_columns, is_8bit_activation};
 
@@ -89,7 +88,7 @@ impl Routing {
     }
 }
 
-fn check_i32(name: &'static str, v: usize) -> Result<()> {
+pub(super) fn check_i32(name: &'static str, v: usize) -> Result<()> {
     if v > i32::MAX as usize {
         return Err(invalid(name, format!("{name} = {v} is 2^31 or more")));
     }
@@ -117,7 +116,7 @@ pub(super) struct MoeLaunch {
 }
 
 impl<A: Element, C: Element> Launcher<'_, A, C> {
-    fn moe_layout(&self, want: Layout, call: &str) -> Result<()> {
+    pub(super) fn moe_layout(&self, want: Layout, call: &str) -> Result<()> {
         let g = self.gemm;
         if g.spec.layout != want {
             return Err(invalid(
@@ -661,100 +660,6 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             }
         })
     }
-
-    /// The sum of each token's rows of an indexed GEMM's output: `out[t, :] = Σ_j w[t, j] ·
-    /// y[t * top_k + j, :]` over the choices `j` with an expert in `0..experts`, in `j` order, in f32,
-    /// rounded once to C's dtype (`weights`: the router's `[tokens, top_k]` f32 weights, or `None` for
-    /// 1); a token with no valid choice gets a row of zeros. `y`: `[tokens * top_k, n]`; `out`:
-    /// `[tokens, n]`; `n` a multiple of 8; `y` and `out` 16-byte aligned; at most 65535 tokens.
-    #[allow(clippy::too_many_arguments)]
-    pub fn combine<Yb, Ob>(
-        &self,
-        y: &Yb,
-        topk_ids: &CudaSlice<i32>,
-        (tokens, top_k, experts): (usize, usize, usize),
-        n: usize,
-        weights: Option<&CudaSlice<f32>>,
-        out: &mut Ob,
-    ) -> Result<()>
-    where
-        Yb: DevicePtr<C>,
-        Ob: DevicePtrMut<C>,
-    {
-        self.moe_layout(Layout::MoeIndexed, "combine")?;
-        let g = self.gemm;
-        let ids = tokens
-            .checked_mul(top_k)
-            .ok_or_else(|| invalid("tokens", "tokens * top_k overflows"))?;
-        check_i32("tokens * top_k", ids)?;
-        check_i32("experts", experts)?;
-        if n == 0 || !n.is_multiple_of(8) || n > i32::MAX as usize {
-            return Err(invalid(
-                "n",
-                format!("n = {n} must be a positive multiple of 8"),
-            ));
-        }
-        if topk_ids.len() != ids || weights.is_some_and(|w| w.len() != ids) {
-            return Err(invalid(
-                "topk_ids",
-                format!("expected tokens * top_k = {ids} choices and weights"),
-            ));
-        }
-        if ids.checked_mul(n).is_none_or(|need| y.len() < need) {
-            return Err(invalid(
-                "y",
-                format!("y holds {} elements; {ids} rows of {n} needed", y.len()),
-            ));
-        }
-        if tokens.checked_mul(n).is_none_or(|need| out.len() < need) {
-            return Err(invalid(
-                "out",
-                format!(
-                    "out holds {} elements; {tokens} rows of {n} needed",
-                    out.len()
-                ),
-            ));
-        }
-        if tokens == 0 {
-            return Ok(());
-        }
-        if tokens > 65535 {
-            return Err(invalid("tokens", "at most 65535 tokens per combine"));
-        }
-        let Some((_, combine)) = &g.helpers else {
-            return Err(invalid("spec", "the module has no combine helper"));
-        };
-        let s = &g.stream;
-        let (y_ptr, _r0) = y.device_ptr(s);
-        let (ids_ptr, _r1) = topk_ids.device_ptr(s);
-        let (w_ptr, _r2) = optional_ptr(weights, s);
-        let (out_ptr, _r3) = out.device_ptr_mut(s);
-        if !y_ptr.is_multiple_of(16) || !out_ptr.is_multiple_of(16) {
-            return Err(invalid("y", "y and out must start 16-byte aligned"));
-        }
-        let params = CombineParams {
-            y: y_ptr,
-            topk_ids: ids_ptr,
-            weights: w_ptr,
-            out: out_ptr,
-            tokens: tokens as i32,
-            top_k: top_k as i32,
-            n: n as i32,
-            experts: experts as i32,
-        };
-        let threads = 128u32;
-        let cfg = LaunchConfig {
-            grid_dim: ((n / 8).div_ceil(threads as usize) as u32, tokens as u32, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: the helper reads `tokens * top_k` choices (and weights) and rows of `y`, and writes
-        // `tokens` rows of `out`, lengths checked above, 16-byte accesses at checked alignment.
-        unsafe { driver::launch(s, combine, cfg, &params, false, 1) }.map_err(|e| Error::Driver {
-            context: format!("launching the combine helper of {}", g.name),
-            source: e,
-        })
-    }
 }
 
 impl<A: Element, C: Element> Gemm<A, C> {
@@ -842,23 +747,5 @@ impl<A: Element, C: Element> Gemm<A, C> {
     {
         self.with(self.options)
             .run_masked(a, max_m, counts, expected_m, w, bias, c)
-    }
-
-    /// [`Launcher::combine`] with the `Gemm`'s settings; `shape` is `(tokens, top_k, experts)`.
-    pub fn combine<Yb, Ob>(
-        &self,
-        y: &Yb,
-        topk_ids: &CudaSlice<i32>,
-        shape: (usize, usize, usize),
-        n: usize,
-        weights: Option<&CudaSlice<f32>>,
-        out: &mut Ob,
-    ) -> Result<()>
-    where
-        Yb: DevicePtr<C>,
-        Ob: DevicePtrMut<C>,
-    {
-        self.with(self.options)
-            .combine(y, topk_ids, shape, n, weights, out)
     }
 }

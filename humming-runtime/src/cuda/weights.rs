@@ -118,3 +118,37 @@ pub(super) fn optional_ptr<'a, T>(
         None => (0, None),
     }
 }
+
+/// The experts' weights packed for `layout`, in order: host work per expert (seconds for a
+/// DeepSeek-V3 layer's 256), so on every core.
+pub(super) fn pack_experts(
+    experts: &[crate::quant::QuantizedWeights],
+    layout: WeightLayout,
+) -> Result<Vec<crate::PackedWeights>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = experts.len().div_ceil(threads.max(1)).max(1);
+    let parts = std::thread::scope(|scope| {
+        let handles: Vec<_> = experts
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|w| w.pack_for(layout))
+                        .collect::<Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(crate::error::invalid(
+                        "weights",
+                        "packing an expert panicked",
+                    ))
+                })
+            })
+            .collect::<Result<Vec<Vec<_>>>>()
+    })?;
+    Ok(parts.into_iter().flatten().collect())
+}
