@@ -91,7 +91,7 @@ impl MoeFormat {
 
 mod common;
 use common::bench_report::{DeviceInfo, Stats, finite, write_json};
-use common::host::{Rng, random_matrix, to_elements};
+use common::host::{Rng, random_matrix, random_routing, to_elements};
 use common::moe_report::{MoeReport, MoeRow, merge_moe, moe_table_header, moe_table_line};
 use common::timing::{Res, copy_bandwidth, replay};
 
@@ -232,22 +232,6 @@ const TOLERANCE: f64 = 1e-2;
 // ---------------------------------------------------------------------------------------------------
 // Host side: routings, weights, the reference
 
-/// `tokens` x `top_k` choices, each token's `top_k` distinct experts drawn uniformly (a partial
-/// Fisher-Yates shuffle of a permutation kept across tokens).
-fn random_routing(tokens: usize, top_k: usize, experts: usize, seed: u64) -> Vec<i32> {
-    let mut rng = Rng::new(seed);
-    let mut perm: Vec<i32> = (0..experts as i32).collect();
-    let mut ids = Vec::with_capacity(tokens * top_k);
-    for _ in 0..tokens {
-        for j in 0..top_k {
-            let pick = j + (rng.next_u64() % (experts - j) as u64) as usize;
-            perm.swap(j, pick);
-            ids.push(perm[j]);
-        }
-    }
-    ids
-}
-
 /// The routings of one M, shared by both projections of a model.
 struct Routings {
     m: usize,
@@ -263,7 +247,12 @@ fn routings_for(model_index: usize, model: &Model, args: &Args) -> Vec<Routings>
             let ids: Vec<Vec<i32>> = (0..args.routings.max(1))
                 .map(|r| {
                     let seed = args.seed ^ ((model_index as u64 + 1) << 56) ^ ((m as u64) << 24);
-                    random_routing(m, model.top_k, model.experts, seed ^ r as u64)
+                    random_routing(
+                        &mut Rng::new(seed ^ r as u64),
+                        m,
+                        model.top_k,
+                        model.experts,
+                    )
                 })
                 .collect();
             let distinct = |ids: &[i32]| {
@@ -867,7 +856,7 @@ mod tests {
     #[test]
     fn routings_pick_distinct_experts_per_token() {
         let (tokens, top_k, experts) = (300, 8, 16);
-        let ids = random_routing(tokens, top_k, experts, 7);
+        let ids = random_routing(&mut Rng::new(7), tokens, top_k, experts);
         assert_eq!(ids.len(), tokens * top_k);
         let mut counts = vec![0usize; experts];
         for choice in ids.chunks(top_k) {

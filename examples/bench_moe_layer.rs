@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 mod common;
 use common::bench_report::write_json;
-use common::host::{Rng, random_matrix, to_elements};
+use common::host::{Rng, random_matrix, random_routing, to_elements};
 use common::timing::{Res, copy_bandwidth, replay};
 
 humming::gemm! {
@@ -112,20 +112,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// `tokens` x `top_k` distinct experts per token, uniform.
-fn routing(rng: &mut Rng, tokens: usize, top_k: usize, experts: usize) -> Vec<i32> {
-    let mut perm: Vec<i32> = (0..experts as i32).collect();
-    let mut ids = Vec::with_capacity(tokens * top_k);
-    for _ in 0..tokens {
-        for j in 0..top_k {
-            let pick = j + (rng.next_u64() % (experts - j) as u64) as usize;
-            perm.swap(j, pick);
-            ids.push(perm[j]);
-        }
-    }
-    ids
-}
-
 fn experts(
     spec: &humming::spec::KernelSpec,
     distinct: usize,
@@ -185,7 +171,7 @@ fn run(args: &Args, s: &Arc<CudaStream>) -> Res<bool> {
             let layer = MoeLayer::new(up, &d13, down, &d2)?;
             let mut rng = Rng::new(7);
             for &m in &args.ms {
-                let ids = routing(&mut rng, m, top_k, e);
+                let ids = random_routing(&mut rng, m, top_k, e);
                 let weights: Vec<f32> = (0..m * top_k)
                     .map(|_| 0.1 + 0.2 * rng.uniform().abs())
                     .collect();

@@ -45,6 +45,21 @@ impl Rng {
     }
 }
 
+/// `tokens` x `top_k` choices, each token's `top_k` distinct experts drawn uniformly (a partial
+/// Fisher-Yates shuffle of a permutation kept across tokens).
+pub fn random_routing(rng: &mut Rng, tokens: usize, top_k: usize, experts: usize) -> Vec<i32> {
+    let mut perm: Vec<i32> = (0..experts as i32).collect();
+    let mut ids = Vec::with_capacity(tokens * top_k);
+    for _ in 0..tokens {
+        for j in 0..top_k {
+            let pick = j + (rng.next_u64() % (experts - j) as u64) as usize;
+            perm.swap(j, pick);
+            ids.push(perm[j]);
+        }
+    }
+    ids
+}
+
 /// Random `[rows, cols]` values; each row has its own magnitude and offset (like real checkpoints)
 /// when `per_row` is set, else uniform in [-1, 1). The same for any number of threads.
 pub fn random_matrix(rows: usize, cols: usize, seed: u64, per_row: bool) -> Vec<f32> {

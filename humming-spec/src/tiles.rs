@@ -197,16 +197,9 @@ pub const PERSISTENT_BLOCK_K: u16 = 128;
 /// The rows of a persistent tile: the wgmma N of the generated wrappers (`dev/gen-wgmma.py`, `SS_N`).
 pub const PERSISTENT_BLOCK_M: [u16; 7] = [8, 16, 32, 64, 128, 192, 256];
 
-/// The persistent tiles of a [`persistent_allowed`] kernel, in selection order: (16, 128) and (64, 128)
-/// for launches of up to 16 and 64 rows (their K splits fill the SMs), (128, 128) and, without
-/// promotion, (128, 256) for more (4-bit weights: more stages); two consumer warpgroups of `block_n / 2` channels each, as many
-/// stages as fit. Block scales promote each stage's sums through a second accumulator set, which
-/// halves the rows x channels a warpgroup may hold.
-pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
-    if spec.layout.is_moe() {
-        return persistent_moe_tiles(spec);
-    }
-    let t = |bm: u16, bn: u16, stages: u8| TileConfig {
+/// A persistent tile of `bm` rows and `bn` channels on two cooperative consumer warpgroups.
+const fn cooperative_tile(bm: u16, bn: u16, stages: u8) -> TileConfig {
+    TileConfig {
         block_m: bm,
         block_n: bn,
         block_k: PERSISTENT_BLOCK_K,
@@ -216,7 +209,19 @@ pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
         stages,
         mma: Mma::WgmmaSs,
         ctas_per_sm: 0,
-    };
+    }
+}
+
+/// The persistent tiles of a [`persistent_allowed`] kernel, in selection order: (16, 128) and (64, 128)
+/// for launches of up to 16 and 64 rows (their K splits fill the SMs), (128, 128) and, without
+/// promotion, (128, 256) for more (4-bit weights: more stages); two consumer warpgroups of `block_n / 2` channels each, as many
+/// stages as fit. Block scales promote each stage's sums through a second accumulator set, which
+/// halves the rows x channels a warpgroup may hold.
+pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
+    if spec.layout.is_moe() {
+        return persistent_moe_tiles(spec);
+    }
+    let t = cooperative_tile;
     if spec.b.bits() == 4 {
         // (Half the bytes of weights per stage: more stages fit.)
         let mut v = vec![t(16, 128, 8), t(64, 128, 8), t(128, 128, 7)];
@@ -236,17 +241,7 @@ pub fn persistent_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
 /// for 4-bit weights at 32 and 64 rows on 256 (more weight blocks per stage under one wait and one
 /// promotion), and as many stages as fit (a MoE launch at decode sizes streams weights).
 pub fn persistent_moe_tiles(spec: &KernelSpec) -> Vec<TileConfig> {
-    let t = |bm: u16, bn: u16, stages: u8| TileConfig {
-        block_m: bm,
-        block_n: bn,
-        block_k: PERSISTENT_BLOCK_K,
-        warp_m: bm,
-        warp_n: bn / 2,
-        warp_k: PERSISTENT_BLOCK_K,
-        stages,
-        mma: Mma::WgmmaSs,
-        ctas_per_sm: 0,
-    };
+    let t = cooperative_tile;
     if spec.b.bits() == 4 {
         vec![t(16, 128, 12), t(32, 256, 9), t(64, 256, 7), t(128, 128, 7)]
     } else {

@@ -210,31 +210,8 @@ impl<A: Element, C: Element> Gemm<A, C> {
         k: usize,
         lda: usize,
     ) -> Result<(u64, u64, usize)> {
-        let granularity = ActScale::of_kernel(&self.spec);
-        let (n_scales, _, _) = scale_layout(m, k, granularity)?;
-        let mut guard = self.workspace.lock().map_err(|_| {
-            invalid(
-                "workspace",
-                "the activation buffers' lock was poisoned by a panic",
-            )
-        })?;
-        let ws = &mut *guard;
-        let s = &self.stream;
-        ws.grow_activations(s, m * k, n_scales)?;
-        let (q_ptr, s_ptr) = ws.activation_ptrs(s);
         // (A's length was checked by check_launch.)
-        self.launch_quant(
-            a_ptr,
-            (m - 1) * lda + k,
-            m,
-            k,
-            lda,
-            granularity,
-            q_ptr,
-            s_ptr,
-            None,
-        )?;
-        Ok((q_ptr, s_ptr, granularity.scales_per_row(k)))
+        self.quantize_rows_into_workspace(a_ptr, (m - 1) * lda + k, m, k, lda, None)
     }
 
     /// [`Gemm::quantize_into_workspace`] of the `gather.out_rows` rows of A's codes that a persistent
@@ -248,8 +225,22 @@ impl<A: Element, C: Element> Gemm<A, C> {
         gather: GatherRows,
     ) -> Result<(u64, u64, usize)> {
         let lda = if gather.glu { 2 * k } else { k };
+        self.quantize_rows_into_workspace(a_ptr, m * lda, m, k, lda, Some(gather))
+    }
+
+    /// The two above: the codes of `gather.out_rows` (else `m`) rows into the kernel's buffers.
+    fn quantize_rows_into_workspace(
+        &self,
+        a_ptr: u64,
+        a_len: usize,
+        m: usize,
+        k: usize,
+        lda: usize,
+        gather: Option<GatherRows>,
+    ) -> Result<(u64, u64, usize)> {
+        let rows = gather.map_or(m, |g| g.out_rows);
         let granularity = ActScale::of_kernel(&self.spec);
-        let (n_scales, _, _) = scale_layout(gather.out_rows, k, granularity)?;
+        let (n_scales, _, _) = scale_layout(rows, k, granularity)?;
         let mut guard = self.workspace.lock().map_err(|_| {
             invalid(
                 "workspace",
@@ -258,19 +249,9 @@ impl<A: Element, C: Element> Gemm<A, C> {
         })?;
         let ws = &mut *guard;
         let s = &self.stream;
-        ws.grow_activations(s, gather.out_rows * k, n_scales)?;
+        ws.grow_activations(s, rows * k, n_scales)?;
         let (q_ptr, s_ptr) = ws.activation_ptrs(s);
-        self.launch_quant(
-            a_ptr,
-            m * lda,
-            m,
-            k,
-            lda,
-            granularity,
-            q_ptr,
-            s_ptr,
-            Some(gather),
-        )?;
+        self.launch_quant(a_ptr, a_len, m, k, lda, granularity, q_ptr, s_ptr, gather)?;
         Ok((q_ptr, s_ptr, granularity.scales_per_row(k)))
     }
 

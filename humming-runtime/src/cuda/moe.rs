@@ -115,6 +115,25 @@ pub(super) struct MoeLaunch {
     pub gathered_c: bool,
 }
 
+impl MoeLaunch {
+    /// The MoE fields of a launch's parameters (the routing's and the experts' strides) on `w`, the
+    /// others at their defaults.
+    pub(super) fn params(&self, w: &DeviceWeights) -> GemmParams {
+        GemmParams {
+            experts: w.experts as i32,
+            route: self.route,
+            expert_ids: self.expert_ids,
+            route_slots: self.route_slots,
+            row_weights: self.row_weights,
+            b_expert: w.b_expert as i64,
+            s_expert: w.s_expert as i64,
+            top_k: self.top_k as i32,
+            expert_rows: self.expert_rows as i32,
+            ..GemmParams::default()
+        }
+    }
+}
+
 impl<A: Element, C: Element> Launcher<'_, A, C> {
     pub(super) fn moe_layout(&self, want: Layout, call: &str) -> Result<()> {
         let g = self.gemm;
@@ -625,18 +644,9 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             ldc: nc as i32,
             splits: plan.splits as i32,
             flags: flag(plan.early_trigger, FLAG_EARLY_TRIGGER),
-            experts: w.experts as i32,
-            route: l.route,
-            expert_ids: l.expert_ids,
-            route_slots: l.route_slots,
-            row_weights: l.row_weights,
-            b_expert: w.b_expert as i64,
-            s_expert: w.s_expert as i64,
-            top_k: l.top_k as i32,
-            expert_rows: l.expert_rows as i32,
             a_scales,
             a_scale_stride: a_scale_stride as i32,
-            ..GemmParams::default()
+            ..l.params(w)
         };
         let tile = plan.tile;
         let cfg = LaunchConfig {

@@ -142,19 +142,11 @@ impl<A: Element, C: Element> Launcher<'_, A, C> {
             flags: flag(plan.early_trigger, FLAG_EARLY_TRIGGER)
                 | flag(boxed, FLAG_TMA_STORE_C)
                 | flag(l.gathered_c, FLAG_GATHERED_C),
-            experts: w.experts as i32,
-            route: l.route,
-            expert_ids: l.expert_ids,
-            route_slots: l.route_slots,
-            row_weights: l.row_weights,
-            b_expert: w.b_expert as i64,
-            s_expert: w.s_expert as i64,
-            top_k: l.top_k as i32,
             a_scales: s_ptr,
             a_scale_stride: scale_stride as i32,
             raster: PERSISTENT_RASTER,
             a_rows: l.grid_rows as i32,
-            ..GemmParams::default()
+            ..l.params(w)
         };
         let tiles = humming_spec::tiles::output_tiles(&tile, l.grid_rows, n);
         let cfg = LaunchConfig {
