@@ -10,7 +10,7 @@ newest() { ls -t $1 2>/dev/null | grep -v '\.d$' | head -1; }
 for t in gpu_moe gpu_moe_persistent gpu_moe_layer gpu_persistent; do cp "$(newest "target/release/deps/$t-*")" "$stage/"; done
 cp target/release/examples/bench_moe_layer "$stage/"
 cp target/release/examples/bench_moe "$stage/"
-cp ../shared/bench/humming_py_bench_ext.py "$stage/"
+cp "${HK_BENCH:-.gpu/humming_py_bench_ext.py}" "$stage/"  # the reference benchmark, fetched beside the wheel
 mkdir -p .gpu-pack; rm -f .gpu-pack/moe.tar.xz
 tar -C "$stage" -cJf .gpu-pack/moe.tar.xz .
 rm -rf "$stage"
