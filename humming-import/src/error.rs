@@ -167,6 +167,96 @@ pub enum Error {
         #[source]
         source: safetensors::SafeTensorError,
     },
+    /// A JSON file of a model folder (`config.json`, `quantize_config.json`, the shard index) is
+    /// not valid JSON.
+    #[error("invalid JSON in {path}: {source}")]
+    Json {
+        /// The file.
+        path: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A model folder cannot be read as one checkpoint: no safetensors shard, an index naming a
+    /// file or tensor that is not there, a tensor in two shards.
+    #[error("model folder {path}: {msg}")]
+    Folder {
+        /// The folder or file concerned.
+        path: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A quantization setting is missing or malformed.
+    #[error("{file}: quantization setting `{field}`: {msg}")]
+    QuantConfig {
+        /// The settings file.
+        file: String,
+        /// The key.
+        field: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A quantization setting names a method or value that is not read (yet).
+    #[error(
+        "{file}: quantization setting `{field}` = {value} is not supported; supported: {supported}"
+    )]
+    UnsupportedQuant {
+        /// The settings file.
+        file: String,
+        /// The key (`quant_method`, `bits`, `checkpoint_format`, `version`, ...).
+        field: String,
+        /// Its value.
+        value: String,
+        /// What is supported.
+        supported: &'static str,
+    },
+    /// A tensor that a quantized layer needs is absent from every shard.
+    #[error("quantized layer `{layer}`: no `{field}` tensor (`{tensor}`) in the checkpoint")]
+    MissingQuantTensor {
+        /// The layer's prefix.
+        layer: String,
+        /// The tensor's role (`qweight`, `qzeros`, `scales`, `g_idx`).
+        field: &'static str,
+        /// The full name looked for.
+        tensor: String,
+    },
+    /// A tensor of a quantized layer has the wrong element type.
+    #[error("tensor `{tensor}` ({field}) has dtype {found}; expected {expected}")]
+    QuantDtype {
+        /// The tensor's name.
+        tensor: String,
+        /// Its role.
+        field: &'static str,
+        /// What was found.
+        found: String,
+        /// What is read.
+        expected: &'static str,
+    },
+    /// A tensor's shape disagrees with the settings and the layer's other tensors.
+    #[error("tensor `{tensor}` ({field}) has shape {found:?}; expected {expected} ({why})")]
+    QuantShape {
+        /// The tensor's name.
+        tensor: String,
+        /// Its role.
+        field: &'static str,
+        /// Its shape.
+        found: Vec<usize>,
+        /// The shape the settings and the other tensors imply.
+        expected: String,
+        /// Where that expectation comes from (which settings, which tensor).
+        why: String,
+    },
+    /// A tensor's values contradict the settings (a symmetric layer with other zero points, act-order
+    /// groups of the wrong size, an unsorted `g_idx` without `desc_act`).
+    #[error("tensor `{tensor}` ({field}): {msg}")]
+    QuantValue {
+        /// The tensor's name.
+        tensor: String,
+        /// Its role.
+        field: &'static str,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 /// `Result` with [`Error`].

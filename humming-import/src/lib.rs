@@ -11,6 +11,9 @@
 //!   codes, integer group scales and mins, f16 super-block factors).
 //! - [`checkpoint`]: plain safetensors checkpoints (F32/F16/BF16), quantized on load with
 //!   [`QuantizedWeights::quantize`].
+//! - [`quantized`]: quantized safetensors checkpoint folders ([`QuantizedCheckpoint`]): the
+//!   settings ([`QuantConfig`]), the shards, each GPTQ or AWQ layer listed and unpacked into exact
+//!   [`QuantizedWeights`] with its `gemm!` descriptor ([`gptq`] has the layouts).
 //! - [`llama`]: walking a llama-family model: which tensors are linear layers and of which kind,
 //!   all of them converted, the norm vectors and the attention geometry ([`LlamaModel`]).
 //! - [`model`]: the real test models (SmolLM2-135M-Instruct GGUF Q4_1, Gemma-3-270M GGUF Q4_K_M)
@@ -34,9 +37,12 @@ pub mod error;
 pub mod ggml;
 mod ggml_type;
 pub mod gguf;
+pub mod gptq;
 pub mod kquant;
 pub mod llama;
 pub mod model;
+pub mod quant_config;
+pub mod quantized;
 
 pub use checkpoint::{SafetensorsFile, SafetensorsInfo};
 pub use convert::{check_declaration, from_two_level, spec_for, to_quantized, to_quantized_as};
@@ -47,3 +53,5 @@ pub use humming_runtime::{QuantizedWeights, ZeroPoints};
 pub use kquant::{Levels, TwoLevel, TwoLevelLayout};
 pub use llama::{LinearKind, LinearLayer, LlamaModel};
 pub use model::{LlamaParams, gemma3_gguf_path, model_dir, smollm2_gguf_path};
+pub use quant_config::{GptqFormat, QuantConfig, QuantMethod};
+pub use quantized::{ImportedLayer, QuantLayerInfo, QuantizedCheckpoint};

@@ -1,0 +1,281 @@
+//! The quantization settings of a model folder: `config.json`'s `quantization_config`, or the
+//! `quantize_config.json` of older GPTQ folders.
+//!
+//! Only what the unpacking needs is read, each key under the names its writers use (Hugging Face
+//! `GPTQConfig` / `AwqConfig`, AutoGPTQ, GPTQModel, AutoAWQ); a key that is present with a value
+//! outside the supported set is an error naming it, never ignored. Defaults are the writers'
+//! documented ones: GPTQ `sym = true`, `desc_act = false`, `checkpoint_format = "gptq"`; AWQ
+//! `zero_point = true`, `version = "gemm"`.
+
+use crate::error::{Error, Result};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// The quantization methods whose checkpoints are read.
+pub const QUANT_METHODS: &str = "gptq, awq";
+
+/// A quantization method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantMethod {
+    /// GPTQ (AutoGPTQ / GPTQModel packing).
+    Gptq,
+    /// AWQ, GEMM packing (AutoAWQ).
+    Awq,
+}
+
+/// How GPTQ stores its zero points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GptqFormat {
+    /// `checkpoint_format: "gptq"`: each stored zero point is `(z - 1) mod 2^bits`.
+    V1,
+    /// `checkpoint_format: "gptq_v2"`: zero points stored as they are.
+    V2,
+}
+
+/// The settings of a quantized checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuantConfig {
+    /// The file the settings came from (`config.json` or `quantize_config.json`).
+    pub file: String,
+    /// The method.
+    pub method: QuantMethod,
+    /// Bits per weight.
+    pub bits: u32,
+    /// Weights per scale group along K; `None` for one group over all of K (`group_size: -1`).
+    pub group_size: Option<usize>,
+    /// Symmetric (GPTQ `sym`; AWQ: `!zero_point`).
+    pub sym: bool,
+    /// GPTQ act-order (`desc_act`): groups follow `g_idx`, which need not be sorted.
+    pub desc_act: bool,
+    /// GPTQ zero-point convention (AWQ: [`GptqFormat::V2`], stored as they are).
+    pub format: GptqFormat,
+}
+
+impl QuantConfig {
+    /// Reads the settings of the model folder `dir`: `config.json`'s `quantization_config`, else
+    /// `quantize_config.json` (whose `quant_method` may be absent: that file is GPTQ's).
+    ///
+    /// # Errors
+    /// [`Error::Io`], [`Error::Json`]; [`Error::QuantConfig`] if neither holds settings or a key
+    /// is missing or malformed; [`Error::UnsupportedQuant`] for a method or value not read here.
+    pub fn from_dir(dir: &Path) -> Result<Self> {
+        let config = dir.join("config.json");
+        if config.is_file() {
+            let json = read_json(&config)?;
+            if let Some(q) = json.get("quantization_config") {
+                return Self::from_json(q, &config.display().to_string(), false);
+            }
+        }
+        let old = dir.join("quantize_config.json");
+        if old.is_file() {
+            return Self::from_json(&read_json(&old)?, &old.display().to_string(), true);
+        }
+        Err(Error::QuantConfig {
+            file: config.display().to_string(),
+            field: "quantization_config".to_owned(),
+            msg:
+                "absent, and there is no quantize_config.json beside it: not a quantized checkpoint"
+                    .to_owned(),
+        })
+    }
+
+    /// Reads the settings from a `quantization_config` JSON object; `file` names it in errors.
+    /// `gptq_file`: the object is a `quantize_config.json`, GPTQ when `quant_method` is absent.
+    ///
+    /// # Errors
+    /// As [`QuantConfig::from_dir`].
+    pub fn from_json(value: &Value, file: &str, gptq_file: bool) -> Result<Self> {
+        let obj = value.as_object().ok_or_else(|| Error::QuantConfig {
+            file: file.to_owned(),
+            field: "quantization_config".to_owned(),
+            msg: format!("expected a JSON object, found {value}"),
+        })?;
+        let keys = Keys { obj, file };
+        let method = match keys.string("quant_method")? {
+            None if gptq_file => "gptq".to_owned(),
+            None => return Err(keys.missing("quant_method")),
+            Some(m) => m.to_ascii_lowercase(),
+        };
+        match method.as_str() {
+            "gptq" => Self::gptq(&keys),
+            "awq" => Self::awq(&keys),
+            _ => Err(Error::UnsupportedQuant {
+                file: file.to_owned(),
+                field: "quant_method".to_owned(),
+                value: method,
+                supported: QUANT_METHODS,
+            }),
+        }
+    }
+
+    fn gptq(keys: &Keys<'_>) -> Result<Self> {
+        let bits = keys.uint("bits")?.ok_or_else(|| keys.missing("bits"))?;
+        if !matches!(bits, 2 | 3 | 4 | 8) {
+            return Err(keys.unsupported("bits", bits.to_string(), "2, 3, 4, 8"));
+        }
+        let format_key = if keys.obj.contains_key("checkpoint_format") {
+            "checkpoint_format"
+        } else {
+            "format"
+        };
+        let format = match keys.string(format_key)?.as_deref() {
+            None | Some("gptq") => GptqFormat::V1,
+            Some("gptq_v2") => GptqFormat::V2,
+            Some(other) => {
+                return Err(keys.unsupported(format_key, other.to_owned(), "gptq, gptq_v2"));
+            }
+        };
+        Ok(QuantConfig {
+            file: keys.file.to_owned(),
+            method: QuantMethod::Gptq,
+            bits: bits as u32,
+            group_size: keys.group_size(&["group_size"])?,
+            sym: keys.bool("sym")?.unwrap_or(true),
+            desc_act: keys.bool("desc_act")?.unwrap_or(false),
+            format,
+        })
+    }
+
+    fn awq(keys: &Keys<'_>) -> Result<Self> {
+        let bits_key = if keys.obj.contains_key("bits") {
+            "bits"
+        } else {
+            "w_bit"
+        };
+        let bits = keys.uint(bits_key)?.ok_or_else(|| keys.missing("bits"))?;
+        if bits != 4 {
+            return Err(keys.unsupported(bits_key, bits.to_string(), "4"));
+        }
+        if let Some(v) = keys.string("version")?
+            && !v.eq_ignore_ascii_case("gemm")
+        {
+            return Err(keys.unsupported("version", v, "gemm"));
+        }
+        if keys.bool("zero_point")? == Some(false) {
+            return Err(keys.unsupported("zero_point", "false".to_owned(), "true"));
+        }
+        Ok(QuantConfig {
+            file: keys.file.to_owned(),
+            method: QuantMethod::Awq,
+            bits: 4,
+            group_size: keys.group_size(&["group_size", "q_group_size"])?,
+            sym: false,
+            desc_act: false,
+            format: GptqFormat::V2,
+        })
+    }
+
+    /// A short description, e.g. `GPTQ 4-bit g128 asym v1 act-order`.
+    pub fn describe(&self) -> String {
+        let group = self
+            .group_size
+            .map_or_else(|| "channel".to_owned(), |g| format!("g{g}"));
+        match self.method {
+            QuantMethod::Gptq => format!(
+                "GPTQ {}-bit {group} {} {}{}",
+                self.bits,
+                if self.sym { "sym" } else { "asym" },
+                if self.format == GptqFormat::V1 {
+                    "v1"
+                } else {
+                    "v2"
+                },
+                if self.desc_act { " act-order" } else { "" }
+            ),
+            QuantMethod::Awq => format!("AWQ {}-bit {group} GEMM", self.bits),
+        }
+    }
+}
+
+fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| Error::Json {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Typed access to the keys of a settings object.
+struct Keys<'a> {
+    obj: &'a Map<String, Value>,
+    file: &'a str,
+}
+
+impl Keys<'_> {
+    fn bad(&self, field: &str, expected: &str, v: &Value) -> Error {
+        Error::QuantConfig {
+            file: self.file.to_owned(),
+            field: field.to_owned(),
+            msg: format!("expected {expected}, found {v}"),
+        }
+    }
+
+    fn missing(&self, field: &str) -> Error {
+        Error::QuantConfig {
+            file: self.file.to_owned(),
+            field: field.to_owned(),
+            msg: "missing".to_owned(),
+        }
+    }
+
+    fn unsupported(&self, field: &str, value: String, supported: &'static str) -> Error {
+        Error::UnsupportedQuant {
+            file: self.file.to_owned(),
+            field: field.to_owned(),
+            value,
+            supported,
+        }
+    }
+
+    fn string(&self, field: &str) -> Result<Option<String>> {
+        match self.obj.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(self.bad(field, "a string", v)),
+        }
+    }
+
+    fn bool(&self, field: &str) -> Result<Option<bool>> {
+        match self.obj.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(self.bad(field, "true or false", v)),
+        }
+    }
+
+    fn int(&self, field: &str) -> Result<Option<i64>> {
+        match self.obj.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| self.bad(field, "an integer", v)),
+        }
+    }
+
+    fn uint(&self, field: &str) -> Result<Option<u64>> {
+        match self.int(field)? {
+            None => Ok(None),
+            Some(i) if i > 0 => Ok(Some(i as u64)),
+            Some(i) => Err(self.bad(field, "a positive integer", &Value::from(i))),
+        }
+    }
+
+    /// The group size under the first of `fields` present: `-1` means one group over K.
+    fn group_size(&self, fields: &[&str]) -> Result<Option<usize>> {
+        let field = fields
+            .iter()
+            .copied()
+            .find(|f| self.obj.contains_key(*f))
+            .ok_or_else(|| self.missing(fields[0]))?;
+        match self.int(field)? {
+            Some(-1) => Ok(None),
+            Some(g) if g > 0 => Ok(Some(g as usize)),
+            Some(g) => Err(self.bad(field, "-1 or a positive integer", &Value::from(g))),
+            None => Err(self.missing(field)),
+        }
+    }
+}
