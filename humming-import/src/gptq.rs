@@ -127,7 +127,7 @@ pub(crate) fn geometry(ckpt: &QuantizedCheckpoint, prefix: &str) -> Result<Geome
         return Err(shape_err(&sc, "scales", format!("[{groups}, {n}]"), from));
     }
     let qzeros_cols = (n * bits) / 32;
-    if (n * bits) % 32 != 0 || qz.shape != [groups, qzeros_cols] {
+    if !(n * bits).is_multiple_of(32) || qz.shape != [groups, qzeros_cols] {
         let expected = format!("[{groups}, {n} * {bits} / 32], whole int32 words along N");
         return Err(shape_err(&qz, "qzeros", expected, from));
     }
