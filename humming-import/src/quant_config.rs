@@ -113,6 +113,16 @@ impl QuantConfig {
         if !matches!(bits, 2 | 3 | 4 | 8) {
             return Err(keys.unsupported("bits", bits.to_string(), "2, 3, 4, 8"));
         }
+        if let Some(d) = keys.obj.get("dynamic")
+            && !(d.is_null() || d.as_object().is_some_and(Map::is_empty))
+        {
+            // GPTQModel's per-module overrides (other bits or group sizes for some layers).
+            return Err(keys.unsupported(
+                "dynamic",
+                d.to_string(),
+                "absent or empty (per-module overrides are not read)",
+            ));
+        }
         let format_key = if keys.obj.contains_key("checkpoint_format") {
             "checkpoint_format"
         } else {

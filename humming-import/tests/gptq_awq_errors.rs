@@ -33,9 +33,7 @@ impl Drop for TempFolder {
 
 /// A fresh copy of fixture folder `name` under the system's temporary folder.
 fn copy_fixture(name: &str, case: &str) -> TempFolder {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
+    let src = fixture_path(name);
     let dst = std::env::temp_dir().join(format!(
         "humming-import-{}-{case}-{name}",
         std::process::id()
@@ -113,6 +111,14 @@ fn unknown_method_and_unsupported_settings() {
     );
 
     edit_quant_config(&dir, "checkpoint_format", "gptq".into());
+    edit_quant_config(&dir, "dynamic", serde_json::json!({"-:.*k_proj.*": {}}));
+    let e = QuantizedCheckpoint::open(&dir).unwrap_err();
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, .. } if field == "dynamic"),
+        "{e}"
+    );
+    edit_quant_config(&dir, "dynamic", serde_json::json!({}));
+    QuantizedCheckpoint::open(&dir).unwrap();
     edit_quant_config(&dir, "bits", 5.into());
     let e = QuantizedCheckpoint::open(&dir).unwrap_err();
     assert!(
@@ -334,4 +340,46 @@ fn folders_that_are_not_one_checkpoint() {
         matches!(&e, Error::Folder { msg, .. } if msg.contains("in both")),
         "{e}"
     );
+}
+
+#[test]
+fn bf16_scales_declare_bf16_kernels() {
+    // The same layer with its f16 scales rounded to bf16: codes and zero points unchanged, the
+    // descriptor (and A) bf16, the scales read as stored.
+    let dir = copy_fixture("gptq-v2", "bf16");
+    edit_tensors(&dir, |t| {
+        let s = t.get_mut(&format!("{K}.scales")).unwrap();
+        s.0 = Dtype::BF16;
+        s.2 =
+            s.2.chunks_exact(2)
+                .flat_map(|c| {
+                    let x = half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32();
+                    half::bf16::from_f32(x).to_bits().to_le_bytes()
+                })
+                .collect();
+    });
+    let f16 = QuantizedCheckpoint::open(fixture_path("gptq-v2"))
+        .unwrap()
+        .layer(K)
+        .unwrap();
+    let bf16 = QuantizedCheckpoint::open(&dir).unwrap().layer(K).unwrap();
+    assert_eq!(
+        bf16.spec_text,
+        "a: bf16, b: u4, scale: group(32, bf16), zero_point: int"
+    );
+    assert_eq!(bf16.weights.codes(), f16.weights.codes());
+    assert_eq!(bf16.weights.zeros(), f16.weights.zeros());
+    let rounded: Vec<f32> = f16
+        .weights
+        .scales()
+        .iter()
+        .map(|&s| half::bf16::from_f32(s).to_f32())
+        .collect();
+    assert_eq!(bf16.weights.scales(), rounded.as_slice());
+}
+
+fn fixture_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
