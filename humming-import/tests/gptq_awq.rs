@@ -181,15 +181,19 @@ fn act_order_gives_the_product_of_the_unpermuted_weights() {
         .collect();
     let w = oracle(&ckpt, p);
     let wp = layer.weights.dequantize();
-    let ap = layer.permute_activations(&a);
+    // Ours: the runtime's f64 reference GEMM of the permuted weights and the gathered A.
+    let ap: Vec<f64> = layer
+        .permute_activations(&a)
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let c = humming_runtime::reference_gemm(&layer.weights, &ap, m, None).unwrap();
     for i in 0..m {
         for j in 0..n {
             let reference: f64 = (0..k)
                 .map(|kk| f64::from(a[i * k + kk]) * w[j * k + kk])
                 .sum();
-            let ours: f64 = (0..k)
-                .map(|kk| f64::from(ap[i * k + kk]) * wp[j * k + kk])
-                .sum();
+            let ours = c[i * n + j];
             assert!(
                 (ours - reference).abs() <= 1e-12 * reference.abs().max(1.0),
                 "C[{i}, {j}]: {ours} vs {reference}"
@@ -231,4 +235,26 @@ fn gptq_widths_2_3_8_channel_and_old_quantize_config() {
         "gptq-int2-sym",
         &[(g, 64, 128, "a: f16, b: i2, scale: group(32, f16)")],
     );
+}
+
+#[test]
+fn every_layer_packs_into_the_kernel_layout_and_back() {
+    for folder in [
+        "gptq-v1",
+        "gptq-v2",
+        "gptq-act-order",
+        "gptq-int8-channel",
+        "gptq-int3-old",
+        "gptq-int2-sym",
+        "awq",
+        "awq-g64",
+    ] {
+        let ckpt = QuantizedCheckpoint::open(fixture(folder)).unwrap();
+        for prefix in ckpt.layer_prefixes() {
+            let layer = ckpt.layer(&prefix).unwrap();
+            let packed = layer.weights.pack().unwrap();
+            let back = packed.unpack(layer.spec()).unwrap();
+            assert_eq!(back, layer.weights, "{folder} {prefix}");
+        }
+    }
 }
