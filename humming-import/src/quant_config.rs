@@ -289,3 +289,44 @@ impl Keys<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn writers_key_names_and_defaults() {
+        // AutoGPTQ's quantize_config.json of older folders: no quant_method, no checkpoint_format.
+        let old = json!({"bits": 4, "group_size": 128, "desc_act": true, "sym": false});
+        let c = QuantConfig::from_json(&old, "quantize_config.json", true).unwrap();
+        assert_eq!(
+            (c.method, c.bits, c.group_size, c.sym, c.desc_act, c.format),
+            (QuantMethod::Gptq, 4, Some(128), false, true, GptqFormat::V1)
+        );
+        // ... which config.json must name.
+        let e = QuantConfig::from_json(&old, "config.json", false).unwrap_err();
+        assert!(matches!(&e, Error::QuantConfig { field, .. } if field == "quant_method"));
+        // GPTQModel's older `format` key, and its v2.
+        let v2 = json!({"quant_method": "GPTQ", "bits": 8, "group_size": -1, "format": "gptq_v2"});
+        let c = QuantConfig::from_json(&v2, "config.json", false).unwrap();
+        assert_eq!(
+            (c.group_size, c.sym, c.format),
+            (None, true, GptqFormat::V2)
+        );
+        assert_eq!(c.describe(), "GPTQ 8-bit channel sym v2");
+        // AutoAWQ's own key names.
+        let awq = json!({"quant_method": "awq", "w_bit": 4, "q_group_size": 64, "version": "GEMM", "zero_point": true});
+        let c = QuantConfig::from_json(&awq, "config.json", false).unwrap();
+        assert_eq!(
+            (c.method, c.bits, c.group_size),
+            (QuantMethod::Awq, 4, Some(64))
+        );
+        let gemv = json!({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemv"});
+        let e = QuantConfig::from_json(&gemv, "config.json", false).unwrap_err();
+        assert!(matches!(&e, Error::UnsupportedQuant { field, .. } if field == "version"));
+        let group0 = json!({"quant_method": "gptq", "bits": 4, "group_size": 0});
+        let e = QuantConfig::from_json(&group0, "config.json", false).unwrap_err();
+        assert!(matches!(&e, Error::QuantConfig { field, .. } if field == "group_size"));
+    }
+}
