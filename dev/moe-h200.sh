@@ -59,12 +59,16 @@ if [[ $steps == *" san "* ]]; then
 fi
 snapshot
 if [[ $steps == *" ncu "* ]]; then
-  # The routing helper and the GEMM of one DeepSeek-V3 gate-up launch (M = NCU_M), profiled once each.
-  for k in ${NCU_KERNELS:-route _t}; do
-    timeout 120 ncu --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
-      -k "regex:$k" -s 2 -c 1 .gpu/bench_moe --format w4a8 --models deepseek_v3 --ms "${NCU_M:-1024}" --routings 1 --trials 1 \
-      --reps 1 --out "$out/ncu-tmp" > "$out/ncu-$k.log" 2>&1
-    echo "ncu $k rc=$?"; grep -E "Duration|Throughput|Warp Cycles Per Issued|Stall|Issued Ipc" "$out/ncu-$k.log" | head -20
+  # The routing helper and the GEMM of one gate-up launch per NCU_CASES entry (model:M), profiled once each.
+  for case in ${NCU_CASES:-deepseek_v3:1024}; do
+    for k in ${NCU_KERNELS:-route _t}; do
+      log="$out/ncu-${case/:/-}-${k//[^a-z]/}.log"
+      timeout 150 ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+        --section SchedulerStats --section SourceCounters --section LaunchStats -k "regex:$k" -s 2 -c 1 \
+        .gpu/bench_moe --format w4a8 --models "${case%%:*}" --ms "${case##*:}" --routings 1 --trials 1 \
+        --reps 1 --out "$out/ncu-tmp" > "$log" 2>&1
+      echo "ncu $case $k rc=$?"; grep -E "Duration|Throughput|Warp Cycles Per Issued|Issued Ipc|Registers Per|Grid Size" "$log" | head -14
+    done
   done
 fi
 snapshot
