@@ -100,7 +100,7 @@ pub(crate) fn geometry(ckpt: &QuantizedCheckpoint, prefix: &str) -> Result<Geome
             }
             (cols, rows * 32 / bits, cols)
         }
-        QuantMethod::Awq => (cols * 8, rows, cols),
+        _ => (cols * 8, rows, cols), // AWQ
     };
     if n == 0 || k == 0 {
         return Err(shape_err(
@@ -174,7 +174,8 @@ pub(crate) fn unpack(ckpt: &QuantizedCheckpoint, prefix: &str) -> Result<Importe
                 }
             }
         }
-        QuantMethod::Awq => {
+        _ => {
+            // AWQ
             let nibble = |words: &[u32], row: usize, col: usize| {
                 let w = words[row * geo.qweight_cols + col / 8];
                 ((w >> (4 * AWQ_NIBBLE_OF_COLUMN[col % 8])) & 0xF) as u8
@@ -321,7 +322,7 @@ fn act_order(
 }
 
 /// Code `idx` of the bit stream of `bits`-wide codes in `words[(r) * stride + col]`, r = 0, 1, ...
-fn stream(words: &[u32], stride: usize, col: usize, idx: usize, bits: u32) -> u32 {
+pub(crate) fn stream(words: &[u32], stride: usize, col: usize, idx: usize, bits: u32) -> u32 {
     let pos = idx * bits as usize;
     let (r, s) = (pos / 32, (pos % 32) as u32);
     let mut v = words[r * stride + col] >> s;
@@ -331,13 +332,13 @@ fn stream(words: &[u32], stride: usize, col: usize, idx: usize, bits: u32) -> u3
     v & ((1u32 << bits) - 1)
 }
 
-fn words(data: &[u8]) -> Vec<u32> {
+pub(crate) fn words(data: &[u8]) -> Vec<u32> {
     data.chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
 
-fn floats(data: &[u8], dtype: DType) -> Vec<f32> {
+pub(crate) fn floats(data: &[u8], dtype: DType) -> Vec<f32> {
     data.chunks_exact(2)
         .map(|c| {
             let bits = u16::from_le_bytes([c[0], c[1]]);
@@ -350,7 +351,7 @@ fn floats(data: &[u8], dtype: DType) -> Vec<f32> {
         .collect()
 }
 
-fn check_dtype(
+pub(crate) fn check_dtype(
     info: &SafetensorsInfo,
     field: &'static str,
     allowed: &[Dtype],
@@ -367,7 +368,7 @@ fn check_dtype(
     })
 }
 
-fn matrix(info: &SafetensorsInfo, field: &'static str) -> Result<[usize; 2]> {
+pub(crate) fn matrix(info: &SafetensorsInfo, field: &'static str) -> Result<[usize; 2]> {
     match info.shape[..] {
         [r, c] => Ok([r, c]),
         _ => Err(shape_err(
@@ -379,7 +380,12 @@ fn matrix(info: &SafetensorsInfo, field: &'static str) -> Result<[usize; 2]> {
     }
 }
 
-fn shape_err(info: &SafetensorsInfo, field: &'static str, expected: String, why: String) -> Error {
+pub(crate) fn shape_err(
+    info: &SafetensorsInfo,
+    field: &'static str,
+    expected: String,
+    why: String,
+) -> Error {
     Error::QuantShape {
         tensor: info.name.clone(),
         field,

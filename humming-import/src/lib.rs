@@ -12,8 +12,10 @@
 //! - [`checkpoint`]: plain safetensors checkpoints (F32/F16/BF16), quantized on load with
 //!   [`QuantizedWeights::quantize`].
 //! - [`quantized`]: quantized safetensors checkpoint folders ([`QuantizedCheckpoint`]): the
-//!   settings ([`QuantConfig`]), the shards, each GPTQ or AWQ layer listed and unpacked into exact
-//!   [`QuantizedWeights`] with its `gemm!` descriptor ([`gptq`] has the layouts).
+//!   settings ([`QuantConfig`], [`CompressedConfig`]), the shards, each GPTQ, AWQ,
+//!   compressed-tensors, DeepSeek FP8 or ModelOpt NVFP4 layer listed and unpacked into exact
+//!   [`QuantizedWeights`] with its `gemm!` descriptor ([`gptq`], [`compressed`] and [`fp8_nvfp4`]
+//!   have the layouts).
 //! - [`llama`]: walking a llama-family model: which tensors are linear layers and of which kind,
 //!   all of them converted, the norm vectors and the attention geometry ([`LlamaModel`]).
 //! - [`model`]: the real test models (SmolLM2-135M-Instruct GGUF Q4_1, Gemma-3-270M GGUF Q4_K_M)
@@ -32,8 +34,11 @@
 
 mod bytes;
 pub mod checkpoint;
+pub mod compressed;
+pub mod compressed_config;
 pub mod convert;
 pub mod error;
+pub mod fp8_nvfp4;
 pub mod ggml;
 mod ggml_type;
 pub mod gguf;
@@ -45,6 +50,7 @@ pub mod quant_config;
 pub mod quantized;
 
 pub use checkpoint::{SafetensorsFile, SafetensorsInfo};
+pub use compressed_config::{CompressedConfig, CtFormat, CtGroup, CtStrategy};
 pub use convert::{check_declaration, from_two_level, spec_for, to_quantized, to_quantized_as};
 pub use error::{Error, Result};
 pub use ggml::ggml_dequantize;

@@ -5,14 +5,17 @@
 //! `GPTQConfig` / `AwqConfig`, AutoGPTQ, GPTQModel, AutoAWQ); a key that is present with a value
 //! outside the supported set is an error naming it, never ignored. Defaults are the writers'
 //! documented ones: GPTQ `sym = true`, `desc_act = false`, `checkpoint_format = "gptq"`; AWQ
-//! `zero_point = true`, `version = "gemm"`.
+//! `zero_point = true`, `version = "gemm"`. compressed-tensors settings are read by
+//! [`crate::compressed_config`]; DeepSeek FP8 (`quant_method: "fp8"`) and NVIDIA ModelOpt NVFP4
+//! (`quant_method: "modelopt"`, or `hf_quant_config.json`'s `quantization`) here.
 
+use crate::compressed_config::CompressedConfig;
 use crate::error::{Error, Result};
 use serde_json::{Map, Value};
 use std::path::Path;
 
 /// The quantization methods whose checkpoints are read.
-pub const QUANT_METHODS: &str = "gptq, awq";
+pub const QUANT_METHODS: &str = "gptq, awq, compressed-tensors, fp8, modelopt";
 
 /// A quantization method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +24,14 @@ pub enum QuantMethod {
     Gptq,
     /// AWQ, GEMM packing (AutoAWQ).
     Awq,
+    /// compressed-tensors (`quant_method: "compressed-tensors"`): the schemes are in
+    /// [`QuantConfig::compressed`].
+    CompressedTensors,
+    /// FP8 e4m3 weights with f32 `weight_scale_inv` (`quant_method: "fp8"`, DeepSeek-V3 style):
+    /// per block of [`QuantConfig::weight_block_size`], or per tensor without it.
+    Fp8,
+    /// NVIDIA ModelOpt NVFP4 (`quant_method: "modelopt"`, `quant_algo: "NVFP4"`).
+    ModelOptNvfp4,
 }
 
 /// How GPTQ stores its zero points.
@@ -49,6 +60,10 @@ pub struct QuantConfig {
     pub desc_act: bool,
     /// GPTQ zero-point convention (AWQ: [`GptqFormat::V2`], stored as they are).
     pub format: GptqFormat,
+    /// The compressed-tensors settings (its methods only).
+    pub compressed: Option<CompressedConfig>,
+    /// FP8 `weight_block_size` `[N extent, K extent]` (`None`: one scale per tensor).
+    pub weight_block_size: Option<[usize; 2]>,
 }
 
 impl QuantConfig {
@@ -65,6 +80,17 @@ impl QuantConfig {
             if let Some(q) = json.get("quantization_config") {
                 return Self::from_json(q, &config.display().to_string(), false);
             }
+        }
+        let modelopt = dir.join("hf_quant_config.json");
+        if modelopt.is_file() {
+            let json = read_json(&modelopt)?;
+            let file = modelopt.display().to_string();
+            let q = json.get("quantization").ok_or_else(|| Error::QuantConfig {
+                file: file.clone(),
+                field: "quantization".to_owned(),
+                msg: "missing".to_owned(),
+            })?;
+            return Self::modelopt(&Keys::of(q, &file)?);
         }
         let old = dir.join("quantize_config.json");
         if old.is_file() {
@@ -85,12 +111,7 @@ impl QuantConfig {
     /// # Errors
     /// As [`QuantConfig::from_dir`].
     pub fn from_json(value: &Value, file: &str, gptq_file: bool) -> Result<Self> {
-        let obj = value.as_object().ok_or_else(|| Error::QuantConfig {
-            file: file.to_owned(),
-            field: "quantization_config".to_owned(),
-            msg: format!("expected a JSON object, found {value}"),
-        })?;
-        let keys = Keys { obj, file };
+        let keys = Keys::of(value, file)?;
         let method = match keys.string("quant_method")? {
             None if gptq_file => "gptq".to_owned(),
             None => return Err(keys.missing("quant_method")),
@@ -99,6 +120,12 @@ impl QuantConfig {
         match method.as_str() {
             "gptq" => Self::gptq(&keys),
             "awq" => Self::awq(&keys),
+            "compressed-tensors" => Ok(QuantConfig {
+                compressed: Some(CompressedConfig::from_json(keys.obj, file)?),
+                ..Self::plain(&keys, QuantMethod::CompressedTensors, 0)
+            }),
+            "fp8" => Self::fp8(&keys),
+            "modelopt" => Self::modelopt(&keys),
             _ => Err(Error::UnsupportedQuant {
                 file: file.to_owned(),
                 field: "quant_method".to_owned(),
@@ -143,6 +170,8 @@ impl QuantConfig {
             sym: keys.bool("sym")?.unwrap_or(true),
             desc_act: keys.bool("desc_act")?.unwrap_or(false),
             format,
+            compressed: None,
+            weight_block_size: None,
         })
     }
 
@@ -172,6 +201,75 @@ impl QuantConfig {
             sym: false,
             desc_act: false,
             format: GptqFormat::V2,
+            compressed: None,
+            weight_block_size: None,
+        })
+    }
+
+    /// Settings of a method whose GPTQ fields do not apply: symmetric, no groups.
+    fn plain(keys: &Keys<'_>, method: QuantMethod, bits: u32) -> Self {
+        QuantConfig {
+            file: keys.file.to_owned(),
+            method,
+            bits,
+            group_size: None,
+            sym: true,
+            desc_act: false,
+            format: GptqFormat::V2,
+            compressed: None,
+            weight_block_size: None,
+        }
+    }
+
+    /// DeepSeek-style FP8: `fmt` e4m3 (when present), `weight_block_size` `[N, K]` extents.
+    fn fp8(keys: &Keys<'_>) -> Result<Self> {
+        if let Some(f) = keys.string("fmt")?
+            && f != "e4m3"
+        {
+            return Err(keys.unsupported("fmt", f, "e4m3"));
+        }
+        let block = match keys.obj.get("weight_block_size") {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                let dims: Option<Vec<usize>> = v.as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_u64().filter(|&d| d > 0).map(|d| d as usize))
+                        .collect()
+                });
+                match dims.as_deref() {
+                    Some(&[bn, bk]) if v.as_array().is_some_and(|a| a.len() == 2) => Some([bn, bk]),
+                    _ => {
+                        return Err(keys.bad(
+                            "weight_block_size",
+                            "[N extent, K extent], two positive integers",
+                            v,
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(QuantConfig {
+            weight_block_size: block,
+            ..Self::plain(keys, QuantMethod::Fp8, 8)
+        })
+    }
+
+    /// ModelOpt: `quant_algo` NVFP4 (its group size, when present, 16).
+    fn modelopt(keys: &Keys<'_>) -> Result<Self> {
+        let algo = keys
+            .string("quant_algo")?
+            .ok_or_else(|| keys.missing("quant_algo"))?;
+        if algo != "NVFP4" {
+            return Err(keys.unsupported("quant_algo", algo, "NVFP4"));
+        }
+        if let Some(g) = keys.uint("group_size")?
+            && g != 16
+        {
+            return Err(keys.unsupported("group_size", g.to_string(), "16 (NVFP4)"));
+        }
+        Ok(QuantConfig {
+            group_size: Some(16),
+            ..Self::plain(keys, QuantMethod::ModelOptNvfp4, 4)
         })
     }
 
@@ -193,6 +291,12 @@ impl QuantConfig {
                 if self.desc_act { " act-order" } else { "" }
             ),
             QuantMethod::Awq => format!("AWQ {}-bit {group} GEMM", self.bits),
+            QuantMethod::CompressedTensors => "compressed-tensors".to_owned(),
+            QuantMethod::Fp8 => match self.weight_block_size {
+                Some([bn, bk]) => format!("FP8 e4m3 block {bn}x{bk}"),
+                None => "FP8 e4m3 per tensor".to_owned(),
+            },
+            QuantMethod::ModelOptNvfp4 => "ModelOpt NVFP4".to_owned(),
         }
     }
 }
@@ -214,7 +318,16 @@ struct Keys<'a> {
     file: &'a str,
 }
 
-impl Keys<'_> {
+impl<'a> Keys<'a> {
+    fn of(value: &'a Value, file: &'a str) -> Result<Self> {
+        let obj = value.as_object().ok_or_else(|| Error::QuantConfig {
+            file: file.to_owned(),
+            field: "quantization_config".to_owned(),
+            msg: format!("expected a JSON object, found {value}"),
+        })?;
+        Ok(Keys { obj, file })
+    }
+
     fn bad(&self, field: &str, expected: &str, v: &Value) -> Error {
         Error::QuantConfig {
             file: self.file.to_owned(),

@@ -1,12 +1,14 @@
-//! Quantized safetensors checkpoints (GPTQ, AWQ): a model folder's settings and shards, its
-//! quantized linear layers, and each layer unpacked into exact [`QuantizedWeights`] with the
-//! `gemm!` descriptor that runs them.
+//! Quantized safetensors checkpoints (GPTQ, AWQ, compressed-tensors, DeepSeek FP8, ModelOpt
+//! NVFP4): a model folder's settings and shards, its quantized linear layers, and each layer
+//! unpacked into exact [`QuantizedWeights`] with the `gemm!` descriptor that runs them.
 //!
 //! A folder holds `config.json` (with `quantization_config`) or an older `quantize_config.json`
 //! ([`QuantConfig`]), and its tensors in `model.safetensors.index.json`'s shards, else in every
 //! `*.safetensors` file of the folder, each memory-mapped ([`SafetensorsFile`]). A quantized
-//! layer is a prefix with a `<prefix>.qweight` tensor; the packing of each method is described in
-//! [`crate::gptq`].
+//! layer is a prefix with a `<prefix>.qweight` tensor (GPTQ, AWQ), `<prefix>.weight_packed` or
+//! `<prefix>.weight_scale` (compressed-tensors, ModelOpt), `<prefix>.weight_scale_inv` (FP8); the
+//! packing of each method is described in [`crate::gptq`], [`crate::compressed`] and
+//! [`crate::fp8_nvfp4`].
 //!
 //! N and K come from the packed shapes and the settings together (every other tensor of the layer
 //! must agree with them, or the layer is refused); nothing is transposed, so a square layer reads
@@ -23,11 +25,12 @@
 //! ```
 
 use crate::checkpoint::{SafetensorsFile, SafetensorsInfo};
+use crate::compressed::{Parts, Plan};
 use crate::error::{Error, Result};
-use crate::quant_config::QuantConfig;
+use crate::quant_config::{QuantConfig, QuantMethod};
 use humming_runtime::QuantizedWeights;
-use humming_spec::KernelSpec;
-use std::collections::BTreeMap;
+use humming_spec::{KernelSpec, parse_kernel_str};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// An open quantized checkpoint folder.
@@ -246,13 +249,30 @@ impl QuantizedCheckpoint {
             })
     }
 
-    /// The prefixes of the quantized layers (every `<prefix>.qweight`), sorted.
+    /// The prefixes of the quantized layers, sorted: every `<prefix>.qweight` (GPTQ, AWQ),
+    /// `<prefix>.weight_packed` or `<prefix>.weight_scale` (compressed-tensors, ModelOpt),
+    /// `<prefix>.weight_scale_inv` (FP8).
     pub fn layer_prefixes(&self) -> Vec<String> {
-        self.names
+        let markers: &[&str] = match self.config.method {
+            QuantMethod::Gptq | QuantMethod::Awq => &[".qweight"],
+            QuantMethod::CompressedTensors => &[".weight_packed", ".weight_scale"],
+            QuantMethod::Fp8 => &[".weight_scale_inv"],
+            QuantMethod::ModelOptNvfp4 => &[".weight_scale"],
+        };
+        let set: BTreeSet<&str> = self
+            .names
             .keys()
-            .filter_map(|n| n.strip_suffix(".qweight"))
-            .map(str::to_owned)
-            .collect()
+            .filter_map(|n| markers.iter().find_map(|m| n.strip_suffix(m)))
+            .collect();
+        set.into_iter().map(str::to_owned).collect()
+    }
+
+    /// A float or compressed-tensors layer, checked and (with `values`) unpacked.
+    fn plan(&self, prefix: &str, values: bool) -> Result<(Plan, Option<Parts>)> {
+        match self.config.method {
+            QuantMethod::CompressedTensors => crate::compressed::read(self, prefix, values),
+            _ => crate::fp8_nvfp4::read(self, prefix, values),
+        }
     }
 
     /// Lists every quantized layer with its format, shape, bytes and descriptor, checking the
@@ -273,6 +293,17 @@ impl QuantizedCheckpoint {
     /// [`Error::MissingQuantTensor`], [`Error::QuantDtype`], [`Error::QuantShape`] naming the
     /// tensor and field that disagree with the settings or with the layer's other tensors.
     pub fn layer_info(&self, prefix: &str) -> Result<QuantLayerInfo> {
+        if !matches!(self.config.method, QuantMethod::Gptq | QuantMethod::Awq) {
+            let (p, _) = self.plan(prefix, false)?;
+            return Ok(QuantLayerInfo {
+                prefix: prefix.to_owned(),
+                format: p.format,
+                n: p.n,
+                k: p.k,
+                bytes: p.bytes,
+                spec_text: p.spec_text,
+            });
+        }
         let g = crate::gptq::geometry(self, prefix)?;
         Ok(QuantLayerInfo {
             prefix: prefix.to_owned(),
@@ -284,15 +315,35 @@ impl QuantizedCheckpoint {
         })
     }
 
-    /// Unpacks layer `prefix` into exact [`QuantizedWeights`] (see [`crate::gptq`] for the
-    /// layouts and the descriptors).
+    /// Unpacks layer `prefix` into exact [`QuantizedWeights`] (see [`crate::gptq`],
+    /// [`crate::compressed`] and [`crate::fp8_nvfp4`] for the layouts and the descriptors).
     ///
     /// # Errors
     /// As [`QuantizedCheckpoint::layer_info`]; [`Error::QuantValue`] when values contradict the
     /// settings (see [`crate::gptq`]); [`Error::Spec`] if the descriptor is refused (a group size
     /// the kernels do not take); [`Error::Weights`] if a scale is not finite.
     pub fn layer(&self, prefix: &str) -> Result<ImportedLayer> {
-        crate::gptq::unpack(self, prefix)
+        if matches!(self.config.method, QuantMethod::Gptq | QuantMethod::Awq) {
+            return crate::gptq::unpack(self, prefix);
+        }
+        let (p, parts) = self.plan(prefix, true)?;
+        let (codes, scales, scale2, zeros) = parts.expect("values asked for");
+        let spec = parse_kernel_str(&p.spec_text).map_err(|source| Error::Spec {
+            spec: p.spec_text.clone(),
+            source,
+        })?;
+        let weights =
+            QuantizedWeights::from_parts_with_scale2(&spec, p.n, p.k, codes, scales, scale2, zeros)
+                .map_err(|source| Error::Weights {
+                    tensor: prefix.to_owned(),
+                    source,
+                })?;
+        Ok(ImportedLayer {
+            prefix: prefix.to_owned(),
+            weights,
+            spec_text: p.spec_text,
+            k_perm: None,
+        })
     }
 }
 

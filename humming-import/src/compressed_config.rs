@@ -1,0 +1,346 @@
+//! compressed-tensors settings (`quant_method: "compressed-tensors"`): the config groups, each
+//! with its targets, weight scheme and storage format, and the `ignore` list.
+//!
+//! Read as the package (0.20) writes them: `config_groups.<name>.targets`, `.weights`
+//! (`num_bits`, `type` int / float, `symmetric`, `strategy`, `group_size`, `block_structure`),
+//! `.format` or else the top-level `format`. Only the weights' scheme is read: a group's
+//! `input_activations` do not change how its weights are stored. Every scheme that is read is
+//! checked against its format here, so that a layer's tensors are the only thing left to check.
+//!
+//! A layer's group is chosen by its targets: a target equal to the layer's name first, then a
+//! `re:` pattern matching from the start of the name, then the class `Linear` (every quantized
+//! layer is one); two groups matching at the same rank are an error naming both.
+
+use crate::error::{Error, Result};
+use serde_json::{Map, Value};
+
+/// The storage formats that are read.
+pub const CT_FORMATS: &str =
+    "pack-quantized, float-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized";
+
+/// A compressed-tensors storage format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtFormat {
+    /// Integers of 2 to 8 bits packed into int32 `weight_packed` (32 codes in `num_bits` words).
+    PackQuantized,
+    /// FP8 e4m3 `weight`.
+    FloatQuantized,
+    /// Two e2m1 codes a byte, e4m3 scales per 16, f32 `weight_global_scale`.
+    Nvfp4PackQuantized,
+    /// Two e2m1 codes a byte, e8m0 exponents per 32.
+    Mxfp4PackQuantized,
+}
+
+impl CtFormat {
+    /// The format's name in the settings.
+    pub fn name(self) -> &'static str {
+        match self {
+            CtFormat::PackQuantized => "pack-quantized",
+            CtFormat::FloatQuantized => "float-quantized",
+            CtFormat::Nvfp4PackQuantized => "nvfp4-pack-quantized",
+            CtFormat::Mxfp4PackQuantized => "mxfp4-pack-quantized",
+        }
+    }
+}
+
+/// How the weights' scales are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtStrategy {
+    /// One scale.
+    Tensor,
+    /// One scale per output channel.
+    Channel,
+    /// One scale per output channel and `group_size` inputs.
+    Group(usize),
+    /// One scale per `[N extent, K extent]` block.
+    Block([usize; 2]),
+    /// Group scales under a per-tensor global scale (NVFP4).
+    TensorGroup(usize),
+}
+
+/// One config group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtGroup {
+    /// Its key in `config_groups`.
+    pub name: String,
+    /// Its targets (layer names, `re:` patterns, module classes).
+    pub targets: Vec<String>,
+    /// Its storage format.
+    pub format: CtFormat,
+    /// Bits per weight.
+    pub num_bits: u32,
+    /// Symmetric (no zero points).
+    pub symmetric: bool,
+    /// The scale layout.
+    pub strategy: CtStrategy,
+}
+
+impl CtGroup {
+    /// A short description, e.g. `compressed-tensors pack-quantized int4 g128 asym`.
+    pub fn describe(&self) -> String {
+        let strategy = match self.strategy {
+            CtStrategy::Tensor => "tensor".to_owned(),
+            CtStrategy::Channel => "channel".to_owned(),
+            CtStrategy::Group(g) | CtStrategy::TensorGroup(g) => format!("g{g}"),
+            CtStrategy::Block([bn, bk]) => format!("block {bn}x{bk}"),
+        };
+        let kind = match self.format {
+            CtFormat::PackQuantized => format!(
+                "int{} {strategy} {}",
+                self.num_bits,
+                if self.symmetric { "sym" } else { "asym" }
+            ),
+            CtFormat::FloatQuantized => format!("fp8 e4m3 {strategy}"),
+            CtFormat::Nvfp4PackQuantized | CtFormat::Mxfp4PackQuantized => String::new(),
+        };
+        format!("compressed-tensors {} {kind}", self.format.name())
+            .trim_end()
+            .to_owned()
+    }
+}
+
+/// The compressed-tensors settings of a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompressedConfig {
+    /// The config groups, in key order.
+    pub groups: Vec<CtGroup>,
+    /// Layers left unquantized (names or `re:` patterns).
+    pub ignore: Vec<String>,
+}
+
+impl CompressedConfig {
+    /// Reads the settings object `obj` of `file`.
+    ///
+    /// # Errors
+    /// [`Error::QuantConfig`] for a missing or malformed key, [`Error::UnsupportedQuant`] for a
+    /// format, strategy, type or width not read, each naming the key (`config_groups.<group>...`).
+    pub fn from_json(obj: &Map<String, Value>, file: &str) -> Result<Self> {
+        let cfg = |field: &str, msg: String| Error::QuantConfig {
+            file: file.to_owned(),
+            field: field.to_owned(),
+            msg,
+        };
+        let unsupported =
+            |field: &str, value: String, supported: &'static str| Error::UnsupportedQuant {
+                file: file.to_owned(),
+                field: field.to_owned(),
+                value,
+                supported,
+            };
+        if let Some(s) = obj.get("quantization_status").and_then(Value::as_str)
+            && s != "compressed"
+        {
+            return Err(unsupported(
+                "quantization_status",
+                s.to_owned(),
+                "compressed (the packed tensors)",
+            ));
+        }
+        let global = obj.get("format").and_then(Value::as_str);
+        let groups_obj = obj
+            .get("config_groups")
+            .and_then(Value::as_object)
+            .ok_or_else(|| cfg("config_groups", "missing, or not an object".to_owned()))?;
+        let mut groups = Vec::new();
+        for (name, g) in groups_obj {
+            let key = |k: &str| format!("config_groups.{name}.{k}");
+            let targets = strings(g.get("targets"))
+                .ok_or_else(|| cfg(&key("targets"), "expected a list of strings".to_owned()))?;
+            let format_name = match g.get("format").and_then(Value::as_str) {
+                Some(f) => (f, key("format")),
+                None => (
+                    global
+                        .ok_or_else(|| cfg("format", "missing (and the group has none)".into()))?,
+                    "format".to_owned(),
+                ),
+            };
+            let format = match format_name.0 {
+                "pack-quantized" => CtFormat::PackQuantized,
+                "float-quantized" => CtFormat::FloatQuantized,
+                "nvfp4-pack-quantized" => CtFormat::Nvfp4PackQuantized,
+                "mxfp4-pack-quantized" => CtFormat::Mxfp4PackQuantized,
+                other => return Err(unsupported(&format_name.1, other.to_owned(), CT_FORMATS)),
+            };
+            let w = g
+                .get("weights")
+                .and_then(Value::as_object)
+                .ok_or_else(|| cfg(&key("weights"), "missing, or not an object".to_owned()))?;
+            let wkey = |k: &str| key(&format!("weights.{k}"));
+            let num_bits =
+                w.get("num_bits").and_then(Value::as_u64).ok_or_else(|| {
+                    cfg(&wkey("num_bits"), "expected a positive integer".to_owned())
+                })? as u32;
+            let ty = w.get("type").and_then(Value::as_str).unwrap_or("int");
+            let symmetric = w.get("symmetric").and_then(Value::as_bool).unwrap_or(true);
+            let group_size = w.get("group_size").and_then(Value::as_i64);
+            let strategy_name = w
+                .get("strategy")
+                .and_then(Value::as_str)
+                .unwrap_or("tensor");
+            let strategy = match (strategy_name, group_size) {
+                ("tensor", _) => CtStrategy::Tensor,
+                ("channel", _) => CtStrategy::Channel,
+                ("group", Some(g)) if g > 0 => CtStrategy::Group(g as usize),
+                ("tensor_group", Some(g)) if g > 0 => CtStrategy::TensorGroup(g as usize),
+                ("group" | "tensor_group", _) => {
+                    return Err(cfg(
+                        &wkey("group_size"),
+                        format!("expected a positive integer for strategy {strategy_name}"),
+                    ));
+                }
+                ("block", _) => {
+                    let dims: Vec<u64> = w
+                        .get("block_structure")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                        .unwrap_or_default();
+                    match dims[..] {
+                        [bn, bk] if bn > 0 && bk > 0 => {
+                            CtStrategy::Block([bn as usize, bk as usize])
+                        }
+                        _ => {
+                            return Err(cfg(
+                                &wkey("block_structure"),
+                                "expected [N extent, K extent], two positive integers".into(),
+                            ));
+                        }
+                    }
+                }
+                (other, _) => {
+                    return Err(unsupported(
+                        &wkey("strategy"),
+                        other.to_owned(),
+                        "tensor, channel, group, block, tensor_group",
+                    ));
+                }
+            };
+            let group = CtGroup {
+                name: name.clone(),
+                targets,
+                format,
+                num_bits,
+                symmetric,
+                strategy,
+            };
+            check_scheme(&group, ty, &wkey, &unsupported)?;
+            groups.push(group);
+        }
+        if groups.is_empty() {
+            return Err(cfg("config_groups", "empty".to_owned()));
+        }
+        let ignore = match obj.get("ignore") {
+            None | Some(Value::Null) => Vec::new(),
+            v => strings(v).ok_or_else(|| cfg("ignore", "expected a list of strings".into()))?,
+        };
+        Ok(CompressedConfig { groups, ignore })
+    }
+
+    /// Whether layer `prefix` is in `ignore`.
+    pub fn ignored(&self, prefix: &str) -> bool {
+        self.ignore
+            .iter()
+            .any(|t| matches!(matches_target(t, prefix), Some(2 | 3)))
+    }
+
+    /// The group of layer `prefix` (see the module doc), from settings file `file`.
+    ///
+    /// # Errors
+    /// [`Error::QuantConfig`] on `config_groups` when no group or two groups of the same rank
+    /// target the layer.
+    pub fn group_of(&self, prefix: &str, file: &str) -> Result<&CtGroup> {
+        let ranked = self.groups.iter().filter_map(|g| {
+            g.targets
+                .iter()
+                .filter_map(|t| matches_target(t, prefix))
+                .max()
+                .map(|r| (r, g))
+        });
+        let best = ranked.clone().map(|(r, _)| r).max();
+        let mut top = ranked.filter(|(r, _)| Some(*r) == best).map(|(_, g)| g);
+        let err = |msg: String| Error::QuantConfig {
+            file: file.to_owned(),
+            field: "config_groups".to_owned(),
+            msg,
+        };
+        let first = top
+            .next()
+            .ok_or_else(|| err(format!("no group targets layer `{prefix}`")))?;
+        if let Some(second) = top.next() {
+            return Err(err(format!(
+                "groups `{}` and `{}` both target layer `{prefix}`",
+                first.name, second.name
+            )));
+        }
+        Ok(first)
+    }
+}
+
+/// The rank of target `t`'s match of layer `name`: 3 for the name itself, 2 for a matching `re:`
+/// pattern (an invalid pattern matches nothing), 1 for the class `Linear`, `None` otherwise.
+fn matches_target(t: &str, name: &str) -> Option<u8> {
+    if t == name {
+        return Some(3);
+    }
+    if let Some(p) = t.strip_prefix("re:") {
+        let re = regex::Regex::new(&format!("^(?:{p})")).ok()?;
+        return re.is_match(name).then_some(2);
+    }
+    (t == "Linear").then_some(1)
+}
+
+fn strings(v: Option<&Value>) -> Option<Vec<String>> {
+    v?.as_array()?
+        .iter()
+        .map(|x| x.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Checks that a group's scheme is one its format stores and that is read here.
+fn check_scheme(
+    g: &CtGroup,
+    ty: &str,
+    wkey: &dyn Fn(&str) -> String,
+    unsupported: &dyn Fn(&str, String, &'static str) -> Error,
+) -> Result<()> {
+    let want_float = g.format != CtFormat::PackQuantized;
+    if ty != if want_float { "float" } else { "int" } {
+        let expected = if want_float { "float" } else { "int" };
+        return Err(unsupported(&wkey("type"), ty.to_owned(), expected));
+    }
+    let (bits_ok, bits_supported) = match g.format {
+        CtFormat::PackQuantized => ((2..=8).contains(&g.num_bits), "2 to 8"),
+        CtFormat::FloatQuantized => (g.num_bits == 8, "8 (e4m3)"),
+        CtFormat::Nvfp4PackQuantized | CtFormat::Mxfp4PackQuantized => (g.num_bits == 4, "4"),
+    };
+    if !bits_ok {
+        return Err(unsupported(
+            &wkey("num_bits"),
+            g.num_bits.to_string(),
+            bits_supported,
+        ));
+    }
+    if want_float && !g.symmetric {
+        return Err(unsupported(&wkey("symmetric"), "false".into(), "true"));
+    }
+    let (ok, supported) = match (g.format, g.strategy) {
+        (CtFormat::PackQuantized, CtStrategy::Group(_) | CtStrategy::Channel) => (true, ""),
+        (CtFormat::PackQuantized, _) => (false, "group, channel"),
+        (
+            CtFormat::FloatQuantized,
+            CtStrategy::Tensor | CtStrategy::Channel | CtStrategy::Block(_),
+        ) => (true, ""),
+        (CtFormat::FloatQuantized, _) => (false, "tensor, channel, block"),
+        (CtFormat::Nvfp4PackQuantized, CtStrategy::TensorGroup(16)) => (true, ""),
+        (CtFormat::Nvfp4PackQuantized, _) => (false, "tensor_group with group_size 16"),
+        (CtFormat::Mxfp4PackQuantized, CtStrategy::Group(32)) => (true, ""),
+        (CtFormat::Mxfp4PackQuantized, _) => (false, "group with group_size 32"),
+    };
+    if !ok {
+        return Err(unsupported(
+            &wkey("strategy"),
+            format!("{:?}", g.strategy).to_lowercase(),
+            supported,
+        ));
+    }
+    Ok(())
+}
