@@ -1,0 +1,294 @@
+//! Refusals of compressed-tensors, DeepSeek FP8 and ModelOpt NVFP4 folders: each is a typed error
+//! naming the tensor or the setting. Each case copies a fixture folder to a temporary one and
+//! breaks one thing.
+
+mod folders;
+
+use folders::{copy_fixture, edit_json, edit_tensors};
+use humming_import::{Error, QuantizedCheckpoint};
+use safetensors::Dtype;
+use serde_json::{Value, json};
+use std::path::Path;
+
+const Q: &str = "model.layers.0.self_attn.q_proj";
+const K: &str = "model.layers.0.self_attn.k_proj";
+const DOWN: &str = "model.layers.0.mlp.down_proj";
+
+fn layer_err(dir: &Path, prefix: &str) -> Error {
+    let ckpt = QuantizedCheckpoint::open(dir).unwrap();
+    ckpt.layer(prefix).unwrap_err()
+}
+
+fn edit_group(dir: &Path, group: &str, edit: impl FnOnce(&mut Value)) {
+    edit_json(dir, "config.json", |v| {
+        edit(&mut v["quantization_config"]["config_groups"][group]);
+    });
+}
+
+fn open_err(dir: &Path) -> Error {
+    QuantizedCheckpoint::open(dir).unwrap_err()
+}
+
+#[test]
+fn unsupported_formats_strategies_and_status() {
+    let dir = copy_fixture("ct-pack", "format");
+    edit_group(&dir, "group_0", |g| {
+        g["format"] = "sparse-24-bitmask".into()
+    });
+    let e = open_err(&dir);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, value, .. }
+            if field == "config_groups.group_0.format" && value == "sparse-24-bitmask"),
+        "{e}"
+    );
+    edit_group(&dir, "group_0", |g| {
+        g["format"] = "pack-quantized".into();
+        g["weights"]["strategy"] = "tensor".into();
+    });
+    let e = open_err(&dir);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, .. }
+            if field == "config_groups.group_0.weights.strategy"),
+        "{e}"
+    );
+    edit_group(&dir, "group_0", |g| {
+        g["weights"]["strategy"] = "group".into();
+        g["weights"]["type"] = "float".into();
+    });
+    let e = open_err(&dir);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, .. }
+            if field == "config_groups.group_0.weights.type"),
+        "{e}"
+    );
+    edit_group(&dir, "group_0", |g| g["weights"]["type"] = "int".into());
+    edit_json(&dir, "config.json", |v| {
+        v["quantization_config"]["quantization_status"] = "frozen".into();
+    });
+    let e = open_err(&dir);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, .. } if field == "quantization_status"),
+        "{e}"
+    );
+
+    let nv = copy_fixture("ct-nvfp4", "group16");
+    edit_group(&nv, "group_0", |g| g["weights"]["group_size"] = 32.into());
+    let e = open_err(&nv);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, .. }
+            if field == "config_groups.group_0.weights.strategy"),
+        "{e}"
+    );
+
+    let mo = copy_fixture("modelopt-nvfp4", "algo");
+    edit_json(&mo, "hf_quant_config.json", |v| {
+        v["quantization"]["quant_algo"] = "FP8".into();
+    });
+    let e = open_err(&mo);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, value, .. }
+            if field == "quant_algo" && value == "FP8"),
+        "{e}"
+    );
+
+    let fp8 = copy_fixture("fp8-block", "fmt");
+    edit_json(&fp8, "config.json", |v| {
+        v["quantization_config"]["fmt"] = "e5m2".into();
+    });
+    let e = open_err(&fp8);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, .. } if field == "fmt"),
+        "{e}"
+    );
+}
+
+#[test]
+fn targets_that_choose_no_group_or_two_and_ignored_layers() {
+    let dir = copy_fixture("ct-pack", "targets");
+    edit_group(&dir, "group_1", |g| {
+        g["targets"] = json!(["re:.*nothing.*"])
+    });
+    let e = layer_err(&dir, DOWN);
+    assert!(
+        matches!(&e, Error::QuantConfig { field, msg, .. }
+            if field == "config_groups" && msg.contains(DOWN)),
+        "{e}"
+    );
+    edit_group(&dir, "group_0", |g| g["targets"] = json!(["Linear"]));
+    edit_group(&dir, "group_1", |g| g["targets"] = json!(["Linear"]));
+    let e = layer_err(&dir, DOWN);
+    assert!(
+        matches!(&e, Error::QuantConfig { field, msg, .. }
+            if field == "config_groups" && msg.contains("group_0") && msg.contains("group_1")),
+        "{e}"
+    );
+    // A layer's own name outranks the class.
+    edit_group(&dir, "group_1", |g| g["targets"] = json!([DOWN]));
+    let ckpt = QuantizedCheckpoint::open(&dir).unwrap();
+    assert_eq!(
+        ckpt.layer_info(DOWN).unwrap().spec_text,
+        "a: bf16, b: i8, scale: channel(bf16)"
+    );
+    edit_json(&dir, "config.json", |v| {
+        v["quantization_config"]["ignore"] = json!(["lm_head", "re:.*down_proj"]);
+    });
+    let e = layer_err(&dir, DOWN);
+    assert!(
+        matches!(&e, Error::QuantConfig { field, .. } if field == "ignore"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_tensors() {
+    for (folder, prefix, field) in [
+        ("ct-pack", K, "weight_zero_point"),
+        ("ct-pack", K, "weight_shape"),
+        ("ct-nvfp4", Q, "weight_global_scale"),
+        ("modelopt-nvfp4", Q, "weight_scale_2"),
+        ("fp8-block", Q, "weight"),
+    ] {
+        let dir = copy_fixture(folder, &format!("missing-{field}"));
+        edit_tensors(&dir, |t| {
+            t.remove(&format!("{prefix}.{field}")).unwrap();
+        });
+        let e = layer_err(&dir, prefix);
+        assert!(
+            matches!(&e, Error::MissingQuantTensor { layer, field: f, .. }
+                if layer == prefix && *f == field),
+            "{folder} {field}: {e}"
+        );
+    }
+}
+
+#[test]
+fn shapes_that_contradict_the_settings_square_layers_included() {
+    // weight_shape read the other way round: the packed rows no longer match.
+    let dir = copy_fixture("ct-pack", "shape");
+    edit_tensors(&dir, |t| {
+        let data = &mut t.get_mut(&format!("{K}.weight_shape")).unwrap().2;
+        data.clear();
+        data.extend(256i64.to_le_bytes());
+        data.extend(64i64.to_le_bytes());
+    });
+    let e = layer_err(&dir, K);
+    assert!(
+        matches!(&e, Error::QuantShape { field, .. } if *field == "weight_packed"),
+        "{e}"
+    );
+    // The square layer's group scales stored transposed, [groups, N]: refused, not reinterpreted.
+    let dir = copy_fixture("ct-pack", "square");
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{Q}.weight_scale")).unwrap().1 = vec![4, 128];
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantShape { tensor, field, expected, .. }
+            if tensor.ends_with("q_proj.weight_scale") && *field == "weight_scale" && expected == "[128, 4]"),
+        "{e}"
+    );
+    // Zero points packed along K instead of N.
+    let dir = copy_fixture("ct-pack", "zp");
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{Q}.weight_zero_point")).unwrap().1 = vec![4, 16];
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantShape { field, .. } if *field == "weight_zero_point"),
+        "{e}"
+    );
+    // DeepSeek block scales transposed.
+    let dir = copy_fixture("fp8-block", "blocks");
+    let gate = "model.layers.1.mlp.gate_proj";
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{gate}.weight_scale_inv")).unwrap().1 = vec![3, 2];
+    });
+    let e = layer_err(&dir, gate);
+    assert!(
+        matches!(&e, Error::QuantShape { field, .. } if *field == "weight_scale_inv"),
+        "{e}"
+    );
+}
+
+#[test]
+fn dtypes_without_an_exact_descriptor_and_bad_values() {
+    // FP8 channel scales in f32: no exact descriptor (channel scales are in A's dtype).
+    let dir = copy_fixture("ct-fp8", "f32");
+    edit_tensors(&dir, |t| {
+        let (dtype, _, data) = t.get_mut(&format!("{K}.weight_scale")).unwrap();
+        *dtype = Dtype::F32;
+        *data = data
+            .chunks_exact(2)
+            .flat_map(|c| {
+                half::bf16::from_le_bytes([c[0], c[1]])
+                    .to_f32()
+                    .to_le_bytes()
+            })
+            .collect();
+    });
+    let e = layer_err(&dir, K);
+    assert!(
+        matches!(&e, Error::QuantDtype { field, found, .. }
+            if *field == "weight_scale" && found == "F32"),
+        "{e}"
+    );
+    // MXFP4: the e8m0 code 255 is NaN.
+    let dir = copy_fixture("ct-mxfp4", "nan");
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{Q}.weight_scale")).unwrap().2[5] = 255;
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantValue { field, msg, .. }
+            if *field == "weight_scale" && msg.contains("row 1 group 1")),
+        "{e}"
+    );
+    // An e4m3 weight code that is NaN.
+    let dir = copy_fixture("fp8-block", "nan");
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{Q}.weight")).unwrap().2[3] = 0x7F;
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::Weights { tensor, .. } if tensor == Q),
+        "{e}"
+    );
+    // Weights that are not FP8.
+    let dir = copy_fixture("fp8-block", "dtype");
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{Q}.weight")).unwrap().0 = Dtype::U8;
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantDtype { field, .. } if *field == "weight"),
+        "{e}"
+    );
+    // A non-positive NVFP4 global scale.
+    let dir = copy_fixture("ct-nvfp4", "global");
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{Q}.weight_global_scale")).unwrap().2 = 0f32.to_le_bytes().to_vec();
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantValue { field, .. } if *field == "weight_global_scale"),
+        "{e}"
+    );
+}
+
+#[test]
+fn act_order_through_compressed_tensors_is_refused_by_name() {
+    let dir = copy_fixture("ct-pack", "gidx");
+    edit_tensors(&dir, |t| {
+        let g: Vec<u8> = (0..128i32)
+            .map(|j| (3 - j / 32) as i32)
+            .flat_map(i32::to_le_bytes)
+            .collect();
+        t.insert(format!("{Q}.weight_g_idx"), (Dtype::I32, vec![128], g));
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantValue { field, msg, .. }
+            if *field == "weight_g_idx" && msg.contains("act-order")),
+        "{e}"
+    );
+}
