@@ -3,9 +3,11 @@
 //!
 //! `cargo run -p humming-import --example inspect -- <FOLDER | FILE.gguf> [--unpack]`
 //!
-//! - a folder: a GPTQ or AWQ safetensors checkpoint ([`QuantizedCheckpoint`]); `--unpack` also
-//!   unpacks every layer (checking its values and that `QuantizedWeights::from_parts` takes them)
-//!   and reports act-order permutations;
+//! - a folder: a quantized safetensors checkpoint ([`QuantizedCheckpoint`]): GPTQ, AWQ,
+//!   compressed-tensors (`pack-quantized`, `float-quantized`, `nvfp4-pack-quantized`,
+//!   `mxfp4-pack-quantized`; its config groups are listed), DeepSeek FP8 or ModelOpt NVFP4;
+//!   `--unpack` also unpacks every layer (checking its values and that `QuantizedWeights` takes
+//!   them) and reports act-order permutations and secondary scales;
 //! - a `.gguf` file: every weight tensor of a type the lossless conversion takes
 //!   ([`humming_import::convert::spec_text`]), others listed as not converted.
 
@@ -53,19 +55,34 @@ fn folder(path: &std::path::Path, unpack: bool) -> Result<(), Box<dyn std::error
         ckpt.config().file,
         layers.len()
     );
+    if let Some(ct) = &ckpt.config().compressed {
+        for g in &ct.groups {
+            println!("  group {}: {} -> {:?}", g.name, g.describe(), g.targets);
+        }
+        if !ct.ignore.is_empty() {
+            println!("  ignore: {:?}", ct.ignore);
+        }
+    }
     let total: usize = layers.iter().map(|l| l.bytes).sum();
+    let width = layers.iter().map(|l| l.format.len()).max().unwrap_or(0);
     for l in &layers {
         println!(
-            "  {:<44} {:<28} [{:>5}, {:>5}] {:>9} B  {}",
+            "  {:<44} {:<width$} [{:>5}, {:>5}] {:>9} B  {}",
             l.prefix, l.format, l.n, l.k, l.bytes, l.spec_text
         );
         if unpack {
             let layer = ckpt.layer(&l.prefix)?;
-            match &layer.k_perm {
-                Some(_) => {
-                    println!("    unpacked; act-order: K permuted, gather A's columns by k_perm")
-                }
-                None => println!("    unpacked"),
+            let mut notes = Vec::new();
+            if layer.k_perm.is_some() {
+                notes.push("act-order: K permuted, gather A's columns by k_perm".to_owned());
+            }
+            if let [s2] = layer.weights.scale2() {
+                notes.push(format!("scale2 = {s2:e}"));
+            }
+            if notes.is_empty() {
+                println!("    unpacked");
+            } else {
+                println!("    unpacked; {}", notes.join("; "));
             }
         }
     }

@@ -344,3 +344,80 @@ fn check_scheme(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config(v: Value) -> Result<CompressedConfig> {
+        CompressedConfig::from_json(v.as_object().unwrap(), "config.json")
+    }
+
+    #[test]
+    fn targets_rank_name_then_pattern_then_class() {
+        let w4 = json!({"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group", "group_size": 128});
+        let c = config(json!({
+            "format": "pack-quantized",
+            "config_groups": {
+                "a": {"targets": ["Linear"], "weights": w4},
+                "b": {"targets": ["re:model\\.layers\\.\\d+\\.mlp\\."], "weights": w4},
+                "c": {"targets": ["model.layers.0.mlp.up_proj"], "weights": w4},
+            },
+            "ignore": ["lm_head", "re:.*vision.*"],
+        }))
+        .unwrap();
+        let group = |p: &str| c.group_of(p, "config.json").unwrap().name.clone();
+        assert_eq!(group("model.layers.0.self_attn.q_proj"), "a");
+        assert_eq!(group("model.layers.0.mlp.gate_proj"), "b");
+        assert_eq!(group("model.layers.0.mlp.up_proj"), "c");
+        // `re:` patterns match from the start of the name, as Python's re.match.
+        assert_eq!(group("x.mlp.up_proj"), "a");
+        assert!(c.ignored("lm_head") && c.ignored("model.vision.proj"));
+        assert!(!c.ignored("model.layers.0.mlp.up_proj"));
+        assert_eq!(
+            c.groups[0].describe(),
+            "compressed-tensors pack-quantized int4 g128 sym"
+        );
+    }
+
+    #[test]
+    fn schemes_checked_against_their_format() {
+        let group = |w: Value, f: &str| {
+            config(
+                json!({"config_groups": {"g": {"targets": ["Linear"], "weights": w, "format": f}}}),
+            )
+        };
+        let fp8_block = json!({"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]});
+        let c = group(fp8_block, "float-quantized").unwrap();
+        assert_eq!(c.groups[0].strategy, CtStrategy::Block([128, 128]));
+        let bad_block =
+            json!({"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128]});
+        let e = group(bad_block, "float-quantized").unwrap_err();
+        assert!(
+            matches!(&e, Error::QuantConfig { field, .. } if field == "config_groups.g.weights.block_structure"),
+            "{e}"
+        );
+        let int2 = json!({"num_bits": 1, "type": "int", "strategy": "channel"});
+        let e = group(int2, "pack-quantized").unwrap_err();
+        assert!(
+            matches!(&e, Error::UnsupportedQuant { field, .. } if field == "config_groups.g.weights.num_bits"),
+            "{e}"
+        );
+        let asym_fp4 = json!({"num_bits": 4, "type": "float", "symmetric": false, "strategy": "group", "group_size": 32});
+        let e = group(asym_fp4, "mxfp4-pack-quantized").unwrap_err();
+        assert!(
+            matches!(&e, Error::UnsupportedQuant { field, .. } if field == "config_groups.g.weights.symmetric"),
+            "{e}"
+        );
+        // No format anywhere.
+        let e = config(
+            json!({"config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 4}}}}),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::QuantConfig { field, .. } if field == "format"),
+            "{e}"
+        );
+    }
+}

@@ -280,7 +280,7 @@ fn act_order_through_compressed_tensors_is_refused_by_name() {
     let dir = copy_fixture("ct-pack", "gidx");
     edit_tensors(&dir, |t| {
         let g: Vec<u8> = (0..128i32)
-            .map(|j| (3 - j / 32) as i32)
+            .map(|j| 3 - j / 32)
             .flat_map(i32::to_le_bytes)
             .collect();
         t.insert(format!("{Q}.weight_g_idx"), (Dtype::I32, vec![128], g));
