@@ -244,3 +244,35 @@ fn every_layer_packs_into_the_kernel_layout_and_back() {
         }
     }
 }
+
+/// The whole model written by `make_compressed.py --full` (every linear layer, six schemes), when
+/// `$HUMMING_CT_FULL` names its folder.
+#[test]
+fn full_smollm2_folder_matches_the_package() {
+    let Some(dir) = std::env::var_os("HUMMING_CT_FULL").filter(|d| !d.is_empty()) else {
+        println!(
+            "skipped: full_smollm2_folder_matches_the_package (set HUMMING_CT_FULL to the folder make_compressed.py --full writes)"
+        );
+        return;
+    };
+    let ckpt = QuantizedCheckpoint::open(PathBuf::from(dir)).unwrap();
+    let layers = ckpt.layers().unwrap();
+    assert_eq!(layers.len(), 210);
+    let mut formats = std::collections::BTreeMap::new();
+    for info in &layers {
+        let layer = ckpt.layer(&info.prefix).unwrap();
+        let got = layer.dequantize_unpermuted();
+        let (want, dtype) = oracle(&ckpt, &info.prefix);
+        let bad = got
+            .iter()
+            .zip(&want)
+            .filter(|&(&g, &w)| round_to(g, dtype) != w)
+            .count();
+        assert_eq!(bad, 0, "{}: {bad} weights differ", info.prefix);
+        *formats.entry(info.spec_text.clone()).or_insert(0) += 1;
+    }
+    for (spec, count) in &formats {
+        println!("{count:>4} layers  {spec}");
+    }
+    assert_eq!(formats.len(), 6);
+}
