@@ -409,12 +409,27 @@ fn scale_act(sc: &SafetensorsInfo) -> Result<DType> {
     })
 }
 
-/// The values of an F32 / BF16 / F16 scale tensor, as f32 (exact).
+/// The values of an F32 / BF16 / F16 / F8_E8M0 scale tensor, as f32 (exact).
 pub(crate) fn scale_values(sc: &SafetensorsInfo, data: &[u8]) -> Result<Vec<f32>> {
     Ok(match sc.dtype {
         Dtype::F32 => words(data).into_iter().map(f32::from_bits).collect(),
         Dtype::F16 => floats(data, DType::F16),
         Dtype::BF16 => floats(data, DType::BF16),
+        Dtype::F8_E8M0 => {
+            let mut v = Vec::with_capacity(data.len());
+            for (i, &b) in data.iter().enumerate() {
+                let x =
+                    DType::UE8M0
+                        .finite_value(u32::from(b))
+                        .ok_or_else(|| Error::QuantValue {
+                            tensor: sc.name.clone(),
+                            field: sc_field(sc),
+                            msg: format!("scale {i} is code {b:#04x}, not a finite ue8m0"),
+                        })?;
+                v.push(x as f32);
+            }
+            v
+        }
         _ => {
             return Err(Error::QuantDtype {
                 tensor: sc.name.clone(),

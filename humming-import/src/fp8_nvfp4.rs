@@ -3,8 +3,8 @@
 //!
 //! | method | tensors | value | descriptor |
 //! |--------|---------|-------|------------|
-//! | `fp8` with `weight_block_size: [bn, bk]` | `weight` F8_E4M3 `[N, K]`, `weight_scale_inv` f32 (or bf16) `[ceil(N / bn), ceil(K / bk)]` | `fp8 * scale_inv` | `a: bf16, b: e4m3, scale: block(bn, bk, f32)` |
-//! | `fp8` without a block size | `weight`, `weight_scale_inv` `[]` or `[1]` | `fp8 * scale_inv` | `a: bf16, b: e4m3, scale: tensor(f32)` |
+//! | `fp8` with `weight_block_size: [bn, bk]` (absent: `[128, 128]`) | `weight` F8_E4M3 `[N, K]`, `weight_scale_inv` f32 (`scale_fmt: "ue8m0"`: F8_E8M0) `[ceil(N / bn), ceil(K / bk)]` | `fp8 * scale_inv` | `a: bf16, b: e4m3, scale: block(bn, bk, f32)` |
+//! | `fp8` with `weight_block_size: null` | `weight`, `weight_scale_inv` f32 `[]` or `[1]` | `fp8 * scale_inv` | `a: bf16, b: e4m3, scale: tensor(f32)` |
 //! | `modelopt` NVFP4 | `weight` uint8 `[N, K / 2]` (element `2 i` in the low nibble of byte `i`), `weight_scale` F8_E4M3 `[N, K / 16]`, `weight_scale_2` f32 `[]` or `[1]` | `fp4 * weight_scale * weight_scale_2` | `a: bf16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)` |
 //!
 //! N and K come from `weight`'s shape (ModelOpt: its packed shape, two codes a byte); the scale
@@ -53,6 +53,12 @@ pub(crate) fn read(
                 "N = {n}, K = {k} from weight and weight_block_size [{bn}, {bk}] in {}",
                 cfg.file
             );
+            let (dtype, name) = if cfg.ue8m0_scales {
+                (Dtype::F8_E8M0, "F8_E8M0 (scale_fmt ue8m0)")
+            } else {
+                (Dtype::F32, "F32 (scale_fmt float)")
+            };
+            check_dtype(&sc, "weight_scale_inv", &[dtype], name)?;
             let s = block_scales(&sc, sc_data, n, k, [bn, bk], from)?;
             (
                 format!("a: bf16, b: e4m3, scale: block({bn}, {bk}, f32)"),

@@ -28,7 +28,8 @@ pub enum QuantMethod {
     /// [`QuantConfig::compressed`].
     CompressedTensors,
     /// FP8 e4m3 weights with f32 `weight_scale_inv` (`quant_method: "fp8"`, DeepSeek-V3 style):
-    /// per block of [`QuantConfig::weight_block_size`], or per tensor without it.
+    /// per block of [`QuantConfig::weight_block_size`] (Hugging Face `FineGrainedFP8Config`:
+    /// `[128, 128]` when the key is absent), or per tensor when it is `null`.
     Fp8,
     /// NVIDIA ModelOpt NVFP4 (`quant_method: "modelopt"`, `quant_algo: "NVFP4"`).
     ModelOptNvfp4,
@@ -64,6 +65,9 @@ pub struct QuantConfig {
     pub compressed: Option<CompressedConfig>,
     /// FP8 `weight_block_size` `[N extent, K extent]` (`None`: one scale per tensor).
     pub weight_block_size: Option<[usize; 2]>,
+    /// FP8 `scale_fmt: "ue8m0"`: the block scales are stored as e8m0 exponents (F8_E8M0), not
+    /// f32.
+    pub ue8m0_scales: bool,
 }
 
 impl QuantConfig {
@@ -172,6 +176,7 @@ impl QuantConfig {
             format,
             compressed: None,
             weight_block_size: None,
+            ue8m0_scales: false,
         })
     }
 
@@ -203,6 +208,7 @@ impl QuantConfig {
             format: GptqFormat::V2,
             compressed: None,
             weight_block_size: None,
+            ue8m0_scales: false,
         })
     }
 
@@ -218,18 +224,29 @@ impl QuantConfig {
             format: GptqFormat::V2,
             compressed: None,
             weight_block_size: None,
+            ue8m0_scales: false,
         }
     }
 
-    /// DeepSeek-style FP8: `fmt` e4m3 (when present), `weight_block_size` `[N, K]` extents.
+    /// DeepSeek-style FP8 (Hugging Face `FineGrainedFP8Config`): `fmt` e4m3 (when present),
+    /// `weight_block_size` `[N, K]` extents (absent: `[128, 128]`; `null`: per tensor),
+    /// `scale_fmt` `float` (default) or `ue8m0`.
     fn fp8(keys: &Keys<'_>) -> Result<Self> {
         if let Some(f) = keys.string("fmt")?
             && f != "e4m3"
         {
             return Err(keys.unsupported("fmt", f, "e4m3"));
         }
+        let ue8m0_scales = match keys.string("scale_fmt")?.as_deref() {
+            None | Some("float") => false,
+            Some("ue8m0") => true,
+            Some(other) => {
+                return Err(keys.unsupported("scale_fmt", other.to_owned(), "float, ue8m0"));
+            }
+        };
         let block = match keys.obj.get("weight_block_size") {
-            None | Some(Value::Null) => None,
+            None => Some([128, 128]),
+            Some(Value::Null) => None,
             Some(v) => {
                 let dims: Option<Vec<usize>> = v.as_array().map(|a| {
                     a.iter()
@@ -250,6 +267,7 @@ impl QuantConfig {
         };
         Ok(QuantConfig {
             weight_block_size: block,
+            ue8m0_scales,
             ..Self::plain(keys, QuantMethod::Fp8, 8)
         })
     }
@@ -438,6 +456,29 @@ mod tests {
         let gemv = json!({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemv"});
         let e = QuantConfig::from_json(&gemv, "config.json", false).unwrap_err();
         assert!(matches!(&e, Error::UnsupportedQuant { field, .. } if field == "version"));
+        // Hugging Face FineGrainedFP8Config: an absent block size is [128, 128], null per tensor.
+        let fp8 = json!({"quant_method": "fp8", "activation_scheme": "dynamic"});
+        let c = QuantConfig::from_json(&fp8, "config.json", false).unwrap();
+        assert_eq!(
+            (c.weight_block_size, c.ue8m0_scales),
+            (Some([128, 128]), false)
+        );
+        let fp8 = json!({"quant_method": "fp8", "weight_block_size": null, "scale_fmt": "ue8m0"});
+        let c = QuantConfig::from_json(&fp8, "config.json", false).unwrap();
+        assert_eq!((c.weight_block_size, c.ue8m0_scales), (None, true));
+        let fp8 = json!({"quant_method": "fp8", "weight_block_size": [128]});
+        let e = QuantConfig::from_json(&fp8, "config.json", false).unwrap_err();
+        assert!(matches!(&e, Error::QuantConfig { field, .. } if field == "weight_block_size"));
+        // ModelOpt settings in config.json.
+        let mo = json!({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16});
+        let c = QuantConfig::from_json(&mo, "config.json", false).unwrap();
+        assert_eq!(
+            (c.method, c.group_size),
+            (QuantMethod::ModelOptNvfp4, Some(16))
+        );
+        let mo = json!({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 32});
+        let e = QuantConfig::from_json(&mo, "config.json", false).unwrap_err();
+        assert!(matches!(&e, Error::UnsupportedQuant { field, .. } if field == "group_size"));
         let group0 = json!({"quant_method": "gptq", "bits": 4, "group_size": 0});
         let e = QuantConfig::from_json(&group0, "config.json", false).unwrap_err();
         assert!(matches!(&e, Error::QuantConfig { field, .. } if field == "group_size"));

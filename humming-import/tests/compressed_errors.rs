@@ -292,3 +292,36 @@ fn act_order_through_compressed_tensors_is_refused_by_name() {
         "{e}"
     );
 }
+
+#[test]
+fn fp8_settings_that_contradict_the_scales() {
+    // scale_fmt ue8m0 with f32 scales.
+    let dir = copy_fixture("fp8-block", "ue8m0");
+    edit_json(&dir, "config.json", |v| {
+        v["quantization_config"]["scale_fmt"] = "ue8m0".into();
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantDtype { field, found, .. }
+            if *field == "weight_scale_inv" && found == "F32"),
+        "{e}"
+    );
+    // weight_block_size null (one scale per tensor) with block scales [1, 1].
+    edit_json(&dir, "config.json", |v| {
+        v["quantization_config"]["scale_fmt"] = "float".into();
+        v["quantization_config"]["weight_block_size"] = Value::Null;
+    });
+    let e = layer_err(&dir, Q);
+    assert!(
+        matches!(&e, Error::QuantShape { field, .. } if *field == "weight_scale_inv"),
+        "{e}"
+    );
+    // ... which a one-element scale satisfies.
+    edit_tensors(&dir, |t| {
+        t.get_mut(&format!("{Q}.weight_scale_inv")).unwrap().1 = vec![1];
+    });
+    let ckpt = QuantizedCheckpoint::open(&dir).unwrap();
+    let layer = ckpt.layer(Q).unwrap();
+    assert_eq!(layer.spec_text, "a: bf16, b: e4m3, scale: tensor(f32)");
+    assert_eq!(ckpt.config().describe(), "FP8 e4m3 per tensor");
+}
