@@ -1,4 +1,4 @@
-//! compressed-tensors layers unpacked into [`QuantizedWeights`] without loss, and the descriptor
+//! compressed-tensors layers unpacked into [`QuantizedWeights`](crate::QuantizedWeights) without loss, and the descriptor
 //! of the kernel that runs them. The layouts are those of compressed-tensors 0.20's compressors:
 //!
 //! | format | tensors | content |
@@ -21,8 +21,8 @@
 //!   differ from the package's by the f32 rounding of `1 / g` (one part in 2^24);
 //! - `mxfp4-pack-quantized`: `b: e2m1, scale: group(32, ue8m0)`.
 //!
-//! A `weight_g_idx` (GPTQ act-order through compressed-tensors) is accepted only when it is
-//! `k / G`; an act-order one is refused by name.
+//! A `weight_g_idx` (written for GPTQ's `actorder: "group"` by compressed-tensors before 0.20,
+//! which removed it) is accepted only when it is `k / G`; an act-order one is refused by name.
 
 use crate::checkpoint::SafetensorsInfo;
 use crate::compressed_config::{CtFormat, CtGroup, CtStrategy};
@@ -33,7 +33,7 @@ use humming_runtime::ZeroPoints;
 use humming_spec::DType;
 use safetensors::Dtype;
 
-/// A layer's checked geometry and descriptor, and (when asked) its unpacked parts.
+/// A layer's checked geometry, format and descriptor.
 pub(crate) struct Plan {
     pub(crate) n: usize,
     pub(crate) k: usize,
@@ -74,12 +74,12 @@ pub(crate) fn read(
 }
 
 /// The 16-bit dtype of a scale tensor (`F16` or `BF16`), as the activation dtype.
-pub(crate) fn half_dtype(
+fn half_dtype(
     info: &SafetensorsInfo,
     field: &'static str,
-    why: &'static str,
+    expected: &'static str,
 ) -> Result<DType> {
-    check_dtype(info, field, &[Dtype::F16, Dtype::BF16], why)?;
+    check_dtype(info, field, &[Dtype::F16, Dtype::BF16], expected)?;
     Ok(if info.dtype == Dtype::F16 {
         DType::F16
     } else {

@@ -1,4 +1,4 @@
-//! DeepSeek-style FP8 and NVIDIA ModelOpt NVFP4 layers unpacked into [`QuantizedWeights`]
+//! DeepSeek-style FP8 and NVIDIA ModelOpt NVFP4 layers unpacked into [`QuantizedWeights`](crate::QuantizedWeights)
 //! without loss, with the descriptor of the kernel that runs them.
 //!
 //! | method | tensors | value | descriptor |
