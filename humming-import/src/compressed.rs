@@ -1,5 +1,6 @@
-//! compressed-tensors layers unpacked into [`QuantizedWeights`](crate::QuantizedWeights) without loss, and the descriptor
-//! of the kernel that runs them. The layouts are those of compressed-tensors 0.20's compressors:
+//! compressed-tensors layers unpacked into [`QuantizedWeights`](crate::QuantizedWeights) without
+//! loss, and the descriptor of the kernel that runs them. The layouts are those of
+//! compressed-tensors 0.20's compressors:
 //!
 //! | format | tensors | content |
 //! |--------|---------|---------|

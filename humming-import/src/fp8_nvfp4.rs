@@ -1,5 +1,6 @@
-//! DeepSeek-style FP8 and NVIDIA ModelOpt NVFP4 layers unpacked into [`QuantizedWeights`](crate::QuantizedWeights)
-//! without loss, with the descriptor of the kernel that runs them.
+//! DeepSeek-style FP8 and NVIDIA ModelOpt NVFP4 layers unpacked into
+//! [`QuantizedWeights`](crate::QuantizedWeights) without loss, with the descriptor of the kernel
+//! that runs them.
 //!
 //! | method | tensors | value | descriptor |
 //! |--------|---------|-------|------------|
