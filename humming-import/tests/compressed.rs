@@ -1,7 +1,8 @@
 //! compressed-tensors, DeepSeek FP8 and ModelOpt NVFP4 checkpoint folders (`tests/fixtures/`,
-//! written by `make_compressed.py` from SmolLM2-135M weights, the compressed-tensors ones by the
-//! package itself): every layer unpacked equals the oracle (the package's own decompression),
-//! rounded the way the oracle was, bit for bit.
+//! written by `make_compressed.py` from SmolLM2-135M weights: the compressed-tensors ones by that
+//! package itself, the ModelOpt one by ModelOpt's `NVFP4QTensor`, the DeepSeek FP8 one by its
+//! published layout): every layer unpacked equals the oracle (the package's own decompression),
+//! our exact values rounded once to the oracle's dtype, bit for bit.
 
 use humming_import::{QuantizedCheckpoint, QuantizedWeights, ZeroPoints};
 use humming_spec::parse_kernel_str;
