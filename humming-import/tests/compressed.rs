@@ -1,7 +1,7 @@
 //! compressed-tensors, DeepSeek FP8 and ModelOpt NVFP4 checkpoint folders (`tests/fixtures/`,
 //! written by `make_compressed.py` from SmolLM2-135M weights: the compressed-tensors ones by that
-//! package itself, the ModelOpt one by ModelOpt's `NVFP4QTensor`, the DeepSeek FP8 one by its
-//! published layout): every layer unpacked equals the oracle (the package's own decompression),
+//! package itself, the ModelOpt one by ModelOpt's `NVFP4QTensor`, the DeepSeek FP8 ones by
+//! transformers' `Fp8Quantize`): every layer unpacked equals the oracle (the package's own decompression),
 //! our exact values rounded once to the oracle's dtype, bit for bit.
 
 use humming_import::{QuantizedCheckpoint, QuantizedWeights, ZeroPoints};
@@ -183,9 +183,20 @@ fn deepseek_fp8_blocks_and_modelopt_nvfp4() {
     let block = "a: bf16, b: e4m3, scale: block(128, 128, f32)";
     let ckpt = check_folder(
         "fp8-block",
-        &[(Q, 128, 128, block), (gate, 192, 320, block)],
+        &[(Q, 128, 128, block), (gate, 128, 256, block)],
     );
     assert_eq!(ckpt.config().describe(), "FP8 e4m3 block 128x128");
+    // scale_fmt ue8m0: e8m0 block scales, powers of two, exact in the f32 block descriptor.
+    let ckpt = check_folder("fp8-block-ue8m0", &[(gate, 128, 256, block)]);
+    assert!(ckpt.config().ue8m0_scales);
+    let layer = ckpt.layer(gate).unwrap();
+    assert!(
+        layer
+            .weights
+            .scales()
+            .iter()
+            .all(|s| s.to_bits() & 0x7F_FFFF == 0)
+    );
     let nv = "a: bf16, b: e2m1, scale: group(16, e4m3), scale2: tensor(f32)";
     let ckpt = check_folder("modelopt-nvfp4", &[(K, 64, 256, nv), (Q, 128, 128, nv)]);
     assert_eq!(ckpt.config().describe(), "ModelOpt NVFP4");
@@ -201,6 +212,7 @@ fn every_layer_packs_into_the_kernel_layout_and_back() {
         "ct-nvfp4",
         "ct-mxfp4",
         "fp8-block",
+        "fp8-block-ue8m0",
         "modelopt-nvfp4",
     ] {
         let ckpt = QuantizedCheckpoint::open(fixture(folder)).unwrap();

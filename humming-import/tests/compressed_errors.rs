@@ -201,7 +201,7 @@ fn shapes_that_contradict_the_settings_square_layers_included() {
     let dir = copy_fixture("fp8-block", "blocks");
     let gate = "model.layers.1.mlp.gate_proj";
     edit_tensors(&dir, |t| {
-        t.get_mut(&format!("{gate}.weight_scale_inv")).unwrap().1 = vec![3, 2];
+        t.get_mut(&format!("{gate}.weight_scale_inv")).unwrap().1 = vec![2, 1];
     });
     let e = layer_err(&dir, gate);
     assert!(
