@@ -27,6 +27,7 @@ pub mod bench_kernels;
 pub mod bench_merge;
 pub mod bench_report;
 pub mod bench_tokens;
+pub mod ckpt_writer;
 pub mod device;
 pub mod ggml_check;
 pub mod gguf_kernels;
