@@ -233,6 +233,9 @@ struct Measured {
     graph: Vec<Result<GraphPass, String>>,
 }
 
+/// Activations and outputs of one layer on the GPU.
+type Bufs<E> = (CudaSlice<E>, CudaSlice<E>);
+
 /// The forward pass at `m` rows captured once as a CUDA graph: a replay must write the bits the
 /// launches one by one wrote (C poisoned with NaN before it); then `replays` replays are timed (as
 /// `Sweep::graph_pass` of `smollm2` and `gemma3`, for either A dtype).
@@ -240,20 +243,20 @@ fn graph_pass<E: Element>(
     s: &Arc<CudaStream>,
     gemm: &Gemm<E, E>,
     layers: &[(ImportedLayer, &LinearLayer)],
-    (dws, bufs): (&[DeviceWeights], &mut [(CudaSlice<E>, CudaSlice<E>)]),
+    (dws, bufs): (&[DeviceWeights], &mut [Bufs<E>]),
     m: usize,
     replays: usize,
 ) -> Res<GraphPass> {
     for (l, _) in layers {
         gemm.reserve(m, l.weights.n(), l.weights.k())?;
     }
-    let forward = |bufs: &mut [(CudaSlice<E>, CudaSlice<E>)]| -> Res<()> {
+    let forward = |bufs: &mut [Bufs<E>]| -> Res<()> {
         for (dw, (a, c)) in dws.iter().zip(bufs.iter_mut()) {
             gemm.run(a, m, dw, None, c)?;
         }
         Ok(())
     };
-    let outputs = |bufs: &[(CudaSlice<E>, CudaSlice<E>)]| -> Res<Vec<u64>> {
+    let outputs = |bufs: &[Bufs<E>]| -> Res<Vec<u64>> {
         let mut bits = Vec::new();
         for ((l, _), (_, c)) in layers.iter().zip(bufs) {
             let c = s.clone_dtoh(&c.slice(..m * l.weights.n()))?;

@@ -18,9 +18,9 @@
 #   scripts/main.sh --ms 1,16 --per-layer # extra arguments go to ALL three examples
 #
 # Extra arguments go to every example, so give the options they share: --ms, --iters, --warmup,
-# --sweeps, --per-layer, --tol, --device, --cpu, --cpu-layers, --cpu-m (see --help of any; --replays
-# only to smollm2 and gemma3). For an option of one example only (smollm2's --prompt, --block-tol;
-# gemma3's --no-lm-head) or another model file, run that example with cargo directly:
+# --sweeps, --replays, --per-layer, --tol, --device, --cpu, --cpu-layers, --cpu-m (see --help of any).
+# For an option of one example only (smollm2's --prompt, --block-tol; gemma3's --no-lm-head) or another
+# model file, run that example with cargo directly:
 #   cargo run --release --example gemma3 -- [PATH.gguf] [OPTIONS]
 #
 # 1. scripts/install-cuda-toolchain.sh --env: the pinned NVCC from PyPI (once), so that the build script
