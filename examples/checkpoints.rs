@@ -58,6 +58,7 @@ mod common;
 use common::bench_tokens::{BENCH_TEXT, embedding_rows, fixed_ids};
 use common::ckpt_writer::{Format, ensure, hf_prefix};
 use common::gguf_tokenizer;
+use common::host::par_parts;
 use common::layer_inputs::{Block, Inputs};
 use common::layer_measure::Runs;
 use common::layer_sweep::{GraphPass, forward_line, gbs, graphs_note, graphs_pass, progress};
@@ -193,14 +194,17 @@ fn inputs<'a>(model: &'a LlamaModel, tokens: &[u32], rows: usize) -> Inputs<'a> 
     Inputs::new(block, &x, p.embedding_length, p.rms_norm_eps)
 }
 
-/// `A · Wᵀ` in f64, `A` `[m, k]`, `W` `[n, k]`.
+/// `A · Wᵀ` in f64, `A` `[m, k]`, `W` `[n, k]` (rows of C spread over the cores).
 fn product(w: &[f64], a: &[f64], m: usize, n: usize, k: usize) -> Vec<f64> {
     let mut c = vec![0f64; m * n];
-    for (row, out) in a.chunks_exact(k).zip(c.chunks_exact_mut(n)) {
-        for (o, wr) in out.iter_mut().zip(w.chunks_exact(k)) {
-            *o = row.iter().zip(wr).map(|(x, y)| x * y).sum();
+    par_parts(&mut c, n, |offset, part| {
+        let rows = a[offset / n * k..].chunks_exact(k);
+        for (row, out) in rows.zip(part.chunks_exact_mut(n)) {
+            for (o, wr) in out.iter_mut().zip(w.chunks_exact(k)) {
+                *o = row.iter().zip(wr).map(|(x, y)| x * y).sum();
+            }
         }
-    }
+    });
     c
 }
 

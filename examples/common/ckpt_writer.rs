@@ -231,6 +231,22 @@ fn fp8_layer(prefix: &str, w: &[f32], n: usize, k: usize) -> Res<Vec<Tensor>> {
     ])
 }
 
+/// Writes `tensors` and the `config.json` of `format` into the folder `dir`.
+fn write_folder(dir: &Path, format: Format, tensors: &[Tensor]) -> Res<()> {
+    write_safetensors(&dir.join("model.safetensors"), tensors)?;
+    let config = json!({
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "tie_word_embeddings": true,
+        "quantization_config": format.quantization_config(),
+    });
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(&config)?,
+    )?;
+    Ok(())
+}
+
 /// Whether the folder opens and lists `layers` layers.
 fn complete(dir: &Path, layers: usize) -> bool {
     QuantizedCheckpoint::open(dir)
@@ -266,17 +282,7 @@ pub fn ensure(format: Format, gguf: &Path, layers: &[&LinearLayer]) -> Res<(Path
         pb.inc(1);
     }
     pb.finish_and_clear();
-    write_safetensors(&partial.join("model.safetensors"), &tensors)?;
-    let config = json!({
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "tie_word_embeddings": true,
-        "quantization_config": format.quantization_config(),
-    });
-    std::fs::write(
-        partial.join("config.json"),
-        serde_json::to_string_pretty(&config)?,
-    )?;
+    write_folder(&partial, format, &tensors)?;
     std::fs::rename(&partial, &dir)?;
     if !complete(&dir, layers.len()) {
         return Err(format!(
@@ -286,4 +292,67 @@ pub fn ensure(format: Format, gguf: &Path, layers: &[&LinearLayer]) -> Res<(Path
         .into());
     }
     Ok((dir, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::host::random_matrix;
+
+    /// What the writer writes, the reader reads back exactly: GPTQ act-order (K = 320 ends in a
+    /// partial group) gives the quantized values of each column at its own place; FP8 block (N = 192
+    /// and K = 320 end in partial blocks) the same codes and scales.
+    #[test]
+    fn written_layers_read_back_exactly() {
+        let (n, k) = (192, 320);
+        let w = random_matrix(n, k, 7, true);
+        let prefix = "model.layers.0.mlp.down_proj";
+        for format in Format::ALL {
+            let dir = std::env::temp_dir().join(format!(
+                "humming-ckpt-writer-{}-{:?}",
+                std::process::id(),
+                format
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let tensors = match format {
+                Format::GptqActOrder => gptq_layer(prefix, &w, n, k).unwrap(),
+                Format::Fp8Block => fp8_layer(prefix, &w, n, k).unwrap(),
+            };
+            write_folder(&dir, format, &tensors).unwrap();
+            let layer = QuantizedCheckpoint::open(&dir)
+                .unwrap()
+                .layer(prefix)
+                .unwrap();
+            std::fs::remove_dir_all(&dir).unwrap();
+            assert_eq!(layer.spec_text, format.spec_text());
+            let spec = parse_kernel_str(format.spec_text()).unwrap();
+            match format {
+                Format::GptqActOrder => {
+                    let perm = act_order(&w, n, k);
+                    assert_ne!(perm, (0..k).collect::<Vec<_>>());
+                    let wp: Vec<f32> = w
+                        .chunks_exact(k)
+                        .flat_map(|row| perm.iter().map(move |&j| row[j]))
+                        .collect();
+                    let q = QuantizedWeights::quantize(&spec, n, k, &wp)
+                        .unwrap()
+                        .dequantize();
+                    let mut want = vec![0f64; n * k];
+                    for row in 0..n {
+                        for (j, &src) in perm.iter().enumerate() {
+                            want[row * k + src] = q[row * k + j];
+                        }
+                    }
+                    assert!(layer.k_perm.is_some());
+                    assert_eq!(layer.dequantize_unpermuted(), want);
+                }
+                Format::Fp8Block => {
+                    let q = QuantizedWeights::quantize(&spec, n, k, &w).unwrap();
+                    assert!(layer.k_perm.is_none());
+                    assert_eq!(layer.weights.codes(), q.codes());
+                    assert_eq!(layer.weights.scales(), q.scales());
+                }
+            }
+        }
+    }
 }
