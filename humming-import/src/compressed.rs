@@ -26,7 +26,7 @@
 //! which removed it) is accepted only when it is `k / G`; an act-order one is refused by name.
 
 use crate::checkpoint::SafetensorsInfo;
-use crate::compressed_config::{CtFormat, CtGroup, CtStrategy};
+use crate::compressed_config::{CtAct, CtFormat, CtGroup, CtStrategy};
 use crate::error::{Error, Result};
 use crate::gptq::{check_dtype, floats, matrix, shape_err, stream, words};
 use crate::quantized::QuantizedCheckpoint;
@@ -191,7 +191,10 @@ fn pack_quantized(
         CtStrategy::Group(size) => format!("group({size}, {act})"),
         _ => format!("channel({act})"),
     };
-    let spec_text = if g.symmetric {
+    let spec_text = if g.act == Some(CtAct::Int8Token) {
+        // Checked by the config: 8 bits, symmetric, channel scales.
+        format!("a: i8, b: i8, c: {act}, scale: {scale}")
+    } else if g.symmetric {
         format!("a: {act}, b: i{bits}, scale: {scale}")
     } else {
         format!("a: {act}, b: u{bits}, scale: {scale}, zero_point: int")
@@ -233,6 +236,9 @@ fn pack_quantized(
     Ok((plan, Some((codes, scales, Vec::new(), zeros))))
 }
 
+/// The targets of an FP8-activation descriptor: e4m3 activations need sm_89 or newer.
+const FP8_ARCH: &str = ", arch: [sm_89, sm_90a]";
+
 fn float_quantized(
     ckpt: &QuantizedCheckpoint,
     prefix: &str,
@@ -251,27 +257,49 @@ fn float_quantized(
             }
             let act = scale_act(&sc)?;
             let s = scale_values(&sc, sc_data)?;
-            (format!("a: {act}, b: e4m3, scale: tensor(f32)"), s)
+            let text = if g.act.is_some() {
+                format!("a: e4m3, b: e4m3, c: {act}, scale: tensor(f32){FP8_ARCH}")
+            } else {
+                format!("a: {act}, b: e4m3, scale: tensor(f32)")
+            };
+            (text, s)
         }
         CtStrategy::Channel => {
             if sc.shape != [n, 1] {
                 return Err(shape_err(&sc, "weight_scale", format!("[{n}, 1]"), from));
             }
-            let act = half_dtype(
-                &sc,
-                "weight_scale",
-                "F16 or BF16 (channel scales in A's dtype; f32 channel scales have no exact descriptor)",
-            )?;
-            let s = floats(sc_data, act);
-            (format!("a: {act}, b: e4m3, scale: channel({act})"), s)
+            if g.act.is_some() {
+                // Under e4m3 activations the channel scales may be f32 (C is bf16 then).
+                let c = scale_act(&sc)?;
+                let dt = if sc.dtype == Dtype::F32 {
+                    DType::F32
+                } else {
+                    c
+                };
+                let s = scale_values(&sc, sc_data)?;
+                (
+                    format!("a: e4m3, b: e4m3, c: {c}, scale: channel({dt}){FP8_ARCH}"),
+                    s,
+                )
+            } else {
+                let act = half_dtype(
+                    &sc,
+                    "weight_scale",
+                    "F16 or BF16 (channel scales in A's dtype; f32 channel scales have no exact descriptor)",
+                )?;
+                let s = floats(sc_data, act);
+                (format!("a: {act}, b: e4m3, scale: channel({act})"), s)
+            }
         }
         CtStrategy::Block([bn, bk]) => {
             let s = block_scales(&sc, sc_data, n, k, [bn, bk], from)?;
             let act = scale_act(&sc)?;
-            (
-                format!("a: {act}, b: e4m3, scale: block({bn}, {bk}, f32)"),
-                s,
-            )
+            let text = if g.act.is_some() {
+                format!("a: e4m3, b: e4m3, c: {act}, scale: block({bn}, {bk}, f32){FP8_ARCH}")
+            } else {
+                format!("a: {act}, b: e4m3, scale: block({bn}, {bk}, f32)")
+            };
+            (text, s)
         }
         CtStrategy::Group(_) | CtStrategy::TensorGroup(_) => unreachable!("checked by the config"),
     };

@@ -3,9 +3,17 @@
 //!
 //! Read as the package (0.20) writes them: `config_groups.<name>.targets`, `.weights`
 //! (`num_bits`, `type` int / float, `symmetric`, `strategy`, `group_size`, `block_structure`),
-//! `.format` or else the top-level `format`. Only the weights' scheme is read: a group's
-//! `input_activations` do not change how its weights are stored. Every scheme that is read is
-//! checked against its format here, so that a layer's tensors are the only thing left to check.
+//! `.format` or else the top-level `format`, and `.input_activations` (W8A8 schemes). Every scheme
+//! that is read is checked against its format here, so that a layer's tensors are the only thing
+//! left to check.
+//!
+//! `input_activations` (absent or `null`: weight-only) are read only in the forms a kernel takes
+//! exactly: 8-bit, symmetric, `dynamic: true`, with `strategy: "token"` over FP8 tensor or channel
+//! weights (`type: "float"`, `float-quantized`) or over int8 symmetric channel weights
+//! (`type: "int"`, `pack-quantized` with 8 bits), or `strategy: "group"` with `group_size` equal to
+//! the K extent of FP8 block weights. Anything else (static or asymmetric activations, other widths,
+//! strategies or weight schemes) is [`Error::UnsupportedQuant`] on
+//! `config_groups.<group>.input_activations.<field>`: the activations are never dropped silently.
 //!
 //! A layer's group is chosen by its targets: a target equal to the layer's name first, then a
 //! `re:` pattern matching from the start of the name, then the class `Linear` (every quantized
@@ -73,6 +81,20 @@ pub struct CtGroup {
     pub symmetric: bool,
     /// The scale layout.
     pub strategy: CtStrategy,
+    /// Its `input_activations`, `None` for a weight-only scheme.
+    pub act: Option<CtAct>,
+}
+
+/// The dynamic 8-bit activation quantization of a W8A8 group (symmetric, scales computed per
+/// token or per `1 x group` at run time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtAct {
+    /// FP8 e4m3, one scale per token (row of A).
+    Fp8Token,
+    /// FP8 e4m3, one scale per `1 x group` slice of a row (block weights of that K extent).
+    Fp8Group(usize),
+    /// int8, one scale per token.
+    Int8Token,
 }
 
 impl CtGroup {
@@ -93,9 +115,14 @@ impl CtGroup {
             CtFormat::FloatQuantized => format!("fp8 e4m3 {strategy}"),
             CtFormat::Nvfp4PackQuantized | CtFormat::Mxfp4PackQuantized => String::new(),
         };
-        format!("compressed-tensors {} {kind}", self.format.name())
-            .trim_end()
-            .to_owned()
+        let act = match self.act {
+            None => String::new(),
+            Some(CtAct::Fp8Token) => ", fp8 dynamic per-token activations".to_owned(),
+            Some(CtAct::Fp8Group(g)) => format!(", fp8 dynamic 1x{g} activations"),
+            Some(CtAct::Int8Token) => ", int8 dynamic per-token activations".to_owned(),
+        };
+        let text = format!("compressed-tensors {} {kind}", self.format.name());
+        format!("{}{act}", text.trim_end())
     }
 }
 
@@ -214,15 +241,31 @@ impl CompressedConfig {
                     ));
                 }
             };
-            let group = CtGroup {
+            let mut group = CtGroup {
                 name: name.clone(),
                 targets,
                 format,
                 num_bits,
                 symmetric,
                 strategy,
+                act: None,
             };
             check_scheme(&group, ty, &wkey, &unsupported)?;
+            group.act = match g.get("input_activations") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(a)) => Some(activations(
+                    &group,
+                    a,
+                    &|k: &str| key(&format!("input_activations.{k}")),
+                    &unsupported,
+                )?),
+                Some(_) => {
+                    return Err(cfg(
+                        &key("input_activations"),
+                        "expected an object or null".to_owned(),
+                    ));
+                }
+            };
             groups.push(group);
         }
         if groups.is_empty() {
@@ -343,6 +386,90 @@ fn check_scheme(
         ));
     }
     Ok(())
+}
+
+/// Reads a group's `input_activations` (object `a`), refusing every form no kernel takes exactly.
+fn activations(
+    g: &CtGroup,
+    a: &Map<String, Value>,
+    akey: &dyn Fn(&str) -> String,
+    unsupported: &dyn Fn(&str, String, &'static str) -> Error,
+) -> Result<CtAct> {
+    let show = |v: Option<&Value>| v.map_or_else(|| "(missing)".to_owned(), Value::to_string);
+    let bits = a.get("num_bits");
+    if bits.and_then(Value::as_u64) != Some(8) {
+        return Err(unsupported(&akey("num_bits"), show(bits), "8"));
+    }
+    let ty = a.get("type").and_then(Value::as_str).unwrap_or("int");
+    let float = match ty {
+        "float" => true,
+        "int" => false,
+        other => return Err(unsupported(&akey("type"), other.to_owned(), "float, int")),
+    };
+    if a.get("symmetric").and_then(Value::as_bool) == Some(false) {
+        return Err(unsupported(
+            &akey("symmetric"),
+            "false".to_owned(),
+            "true (no activation zero points)",
+        ));
+    }
+    let dynamic = a.get("dynamic");
+    if dynamic != Some(&Value::Bool(true)) {
+        return Err(unsupported(
+            &akey("dynamic"),
+            show(dynamic),
+            "true (scales computed at run time; static input_scale tensors are not read)",
+        ));
+    }
+    let strategy = a
+        .get("strategy")
+        .and_then(Value::as_str)
+        .unwrap_or("tensor");
+    let group_size = a.get("group_size").and_then(Value::as_i64);
+    let weights_fit = if float {
+        g.format == CtFormat::FloatQuantized
+    } else {
+        g.format == CtFormat::PackQuantized && g.num_bits == 8 && g.symmetric
+    };
+    if !weights_fit {
+        return Err(unsupported(
+            &akey("type"),
+            format!("{ty} over {}", g.describe()),
+            "float over float-quantized (fp8) weights, int over pack-quantized int8 symmetric weights",
+        ));
+    }
+    match (float, strategy, g.strategy) {
+        (true, "token", CtStrategy::Tensor | CtStrategy::Channel) => Ok(CtAct::Fp8Token),
+        (true, "group", CtStrategy::Block([_, bk])) if group_size == Some(bk as i64) => {
+            Ok(CtAct::Fp8Group(bk))
+        }
+        (true, "group", CtStrategy::Block(_)) => Err(unsupported(
+            &akey("group_size"),
+            show(a.get("group_size")),
+            "the K extent of the weight blocks",
+        )),
+        (true, _, CtStrategy::Block(_)) => Err(unsupported(
+            &akey("strategy"),
+            strategy.to_owned(),
+            "group (with block weights)",
+        )),
+        (true, _, _) => Err(unsupported(
+            &akey("strategy"),
+            strategy.to_owned(),
+            "token (with tensor or channel weights)",
+        )),
+        (false, "token", CtStrategy::Channel) => Ok(CtAct::Int8Token),
+        (false, "token", _) => Err(unsupported(
+            &akey("strategy"),
+            format!("token over {}", g.describe()),
+            "token with channel int8 weights",
+        )),
+        (false, _, _) => Err(unsupported(
+            &akey("strategy"),
+            strategy.to_owned(),
+            "token (with channel int8 weights)",
+        )),
+    }
 }
 
 #[cfg(test)]

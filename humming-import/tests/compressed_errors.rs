@@ -325,3 +325,56 @@ fn fp8_settings_that_contradict_the_scales() {
     assert_eq!(layer.spec_text, "a: bf16, b: e4m3, scale: tensor(f32)");
     assert_eq!(ckpt.config().describe(), "FP8 e4m3 per tensor");
 }
+
+/// `input_activations` no kernel takes exactly: each refusal names the group and the field.
+#[test]
+fn w8a8_activations_without_an_exact_kernel_are_refused_by_field() {
+    let dir = copy_fixture("ct-w8a8", "act");
+    let refused = |group: &str, edit: &dyn Fn(&mut Value), field: &str| {
+        let original = {
+            let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+            serde_json::from_str::<Value>(&text).unwrap()
+        };
+        edit_group(&dir, group, |g| edit(&mut g["input_activations"]));
+        let e = open_err(&dir);
+        let want = format!("config_groups.{group}.input_activations.{field}");
+        assert!(
+            matches!(&e, Error::UnsupportedQuant { field: f, .. } if *f == want),
+            "{want}: {e}"
+        );
+        edit_json(&dir, "config.json", |v| *v = original);
+    };
+    // Static scales (an `input_scale` tensor from calibration).
+    refused("fp8_dynamic", &|a| a["dynamic"] = false.into(), "dynamic");
+    refused("w8a8_int8", &|a| a["dynamic"] = false.into(), "dynamic");
+    // Asymmetric activations (zero points per token).
+    refused("w8a8_int8", &|a| a["symmetric"] = false.into(), "symmetric");
+    // Other strategies and widths.
+    refused(
+        "fp8_dynamic",
+        &|a| a["strategy"] = "tensor".into(),
+        "strategy",
+    );
+    refused("fp8_block", &|a| a["strategy"] = "token".into(), "strategy");
+    refused("fp8_block", &|a| a["group_size"] = 64.into(), "group_size");
+    refused("w8a8_int8", &|a| a["strategy"] = "group".into(), "strategy");
+    refused("fp8_dynamic", &|a| a["num_bits"] = 4.into(), "num_bits");
+    // Activations of another type than the weights.
+    refused("fp8_dynamic", &|a| a["type"] = "int".into(), "type");
+    refused("w8a8_int8", &|a| a["type"] = "float".into(), "type");
+    // The unmodified folder opens.
+    assert!(QuantizedCheckpoint::open(&dir).is_ok());
+
+    // 8-bit activations over weights no W8A8 kernel takes (int4 groups).
+    let pack = copy_fixture("ct-pack", "act4");
+    edit_group(&pack, "group_0", |g| {
+        g["input_activations"] = json!({"num_bits": 8, "type": "int", "symmetric": true,
+            "strategy": "token", "dynamic": true});
+    });
+    let e = open_err(&pack);
+    assert!(
+        matches!(&e, Error::UnsupportedQuant { field, .. }
+            if field == "config_groups.group_0.input_activations.type"),
+        "{e}"
+    );
+}
