@@ -22,6 +22,14 @@
 //!   differ from the package's by the f32 rounding of `1 / g` (one part in 2^24);
 //! - `mxfp4-pack-quantized`: `b: e2m1, scale: group(32, ue8m0)`.
 //!
+//! W8A8 groups (`input_activations` read by [`crate::compressed_config`]) take the 8-bit-activation
+//! descriptors, with C in A's place: FP8 per-token over `float-quantized` tensor / channel weights
+//! `a: e4m3, b: e4m3, c: A, scale: tensor(f32)` / `channel(A)` (f32 channel scales are exact here:
+//! `channel(f32)`, C bf16); FP8 `1 x bk` groups over block weights `a: e4m3, b: e4m3, c: A, scale:
+//! block(bn, bk, f32)`, both `arch: [sm_89, sm_90a]`; int8 per-token over `pack-quantized` int8
+//! symmetric channel weights `a: i8, b: i8, c: A, scale: channel(A)`. The weights are read as for
+//! the weight-only schemes.
+//!
 //! A `weight_g_idx` (written for GPTQ's `actorder: "group"` by compressed-tensors before 0.20,
 //! which removed it) is accepted only when it is `k / G`; an act-order one is refused by name.
 

@@ -378,3 +378,32 @@ fn w8a8_activations_without_an_exact_kernel_are_refused_by_field() {
         "{e}"
     );
 }
+
+/// Under e4m3 activations FP8 channel scales stored in f32 are exact (`channel(f32)`), unlike the
+/// weight-only descriptor, which takes channel scales in A's dtype.
+#[test]
+fn w8a8_fp8_channel_scales_in_f32() {
+    const O: &str = "model.layers.0.self_attn.o_proj";
+    let dir = copy_fixture("ct-w8a8", "f32scales");
+    let before = QuantizedCheckpoint::open(&dir).unwrap().layer(O).unwrap();
+    edit_tensors(&dir, |t| {
+        let s = t.get_mut(&format!("{O}.weight_scale")).unwrap();
+        assert_eq!(s.0, Dtype::BF16);
+        let wide: Vec<u8> = s
+            .2
+            .chunks_exact(2)
+            .flat_map(|c| {
+                (f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)).to_le_bytes()
+            })
+            .collect();
+        s.0 = Dtype::F32;
+        s.2 = wide;
+    });
+    let after = QuantizedCheckpoint::open(&dir).unwrap().layer(O).unwrap();
+    assert_eq!(
+        after.spec_text,
+        "a: e4m3, b: e4m3, c: bf16, scale: channel(f32), arch: [sm_89, sm_90a]"
+    );
+    assert_eq!(after.weights.scales(), before.weights.scales());
+    assert_eq!(after.weights.codes(), before.weights.codes());
+}
