@@ -13,7 +13,8 @@
 //! (`type: "int"`, `pack-quantized` with 8 bits), or `strategy: "group"` with `group_size` equal to
 //! the K extent of FP8 block weights. Anything else (static or asymmetric activations, other widths,
 //! strategies or weight schemes) is [`Error::UnsupportedQuant`] on
-//! `config_groups.<group>.input_activations.<field>`: the activations are never dropped silently.
+//! `config_groups.<group>.input_activations.<field>`: the activations are never dropped silently
+//! (`QuantizedCheckpoint::open_weight_only` drops them on request, before this reader).
 //!
 //! A layer's group is chosen by its targets: a target equal to the layer's name first, then a
 //! `re:` pattern matching from the start of the name, then the class `Linear` (every quantized

@@ -78,11 +78,29 @@ impl QuantConfig {
     /// [`Error::Io`], [`Error::Json`]; [`Error::QuantConfig`] if neither holds settings or a key
     /// is missing or malformed; [`Error::UnsupportedQuant`] for a method or value not read here.
     pub fn from_dir(dir: &Path) -> Result<Self> {
+        Self::from_dir_as(dir, false)
+    }
+
+    /// As [`QuantConfig::from_dir`], but with `weight_only` every compressed-tensors group's
+    /// `input_activations` are dropped first (see `QuantizedCheckpoint::open_weight_only`).
+    pub(crate) fn from_dir_as(dir: &Path, weight_only: bool) -> Result<Self> {
         let config = dir.join("config.json");
         if config.is_file() {
             let json = read_json(&config)?;
             if let Some(q) = json.get("quantization_config") {
-                return Self::from_json(q, &config.display().to_string(), false);
+                let mut q = q.clone();
+                if weight_only
+                    && let Some(groups) = q
+                        .get_mut("config_groups")
+                        .and_then(serde_json::Value::as_object_mut)
+                {
+                    for g in groups.values_mut() {
+                        if let Some(g) = g.as_object_mut() {
+                            g.remove("input_activations");
+                        }
+                    }
+                }
+                return Self::from_json(&q, &config.display().to_string(), false);
             }
         }
         let modelopt = dir.join("hf_quant_config.json");

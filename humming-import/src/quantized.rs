@@ -121,8 +121,24 @@ impl QuantizedCheckpoint {
     /// [`Error::Folder`] when there is no shard, the index names a missing file or a tensor its
     /// file lacks, or a tensor is in two shards.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
-        let config = QuantConfig::from_dir(dir)?;
+        Self::open_as(dir.as_ref(), false)
+    }
+
+    /// As [`QuantizedCheckpoint::open`], but reads compressed-tensors W8A8 schemes as weight-only:
+    /// every group's `input_activations` is ignored, so that each layer gets the 16-bit-activation
+    /// descriptor of its weights (`a: bf16` or the scales' 16-bit dtype), also for activation forms
+    /// that [`QuantizedCheckpoint::open`] refuses (static or asymmetric activation scales). An
+    /// explicit choice: the kernels then do not quantize A as the checkpoint was calibrated for.
+    /// Other methods carry no activation scheme and open as with `open`.
+    ///
+    /// # Errors
+    /// As [`QuantizedCheckpoint::open`], less the `input_activations` refusals.
+    pub fn open_weight_only(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_as(dir.as_ref(), true)
+    }
+
+    fn open_as(dir: &Path, weight_only: bool) -> Result<Self> {
+        let config = QuantConfig::from_dir_as(dir, weight_only)?;
         let folder_err = |msg: String| Error::Folder {
             path: dir.display().to_string(),
             msg,

@@ -364,6 +364,27 @@ fn w8a8_activations_without_an_exact_kernel_are_refused_by_field() {
     refused("w8a8_int8", &|a| a["type"] = "float".into(), "type");
     // The unmodified folder opens.
     assert!(QuantizedCheckpoint::open(&dir).is_ok());
+    // Weight-only on request: static activation scales are then ignored, and every layer gets the
+    // weights' 16-bit-activation descriptor.
+    edit_group(&dir, "fp8_dynamic", |g| {
+        g["input_activations"]["dynamic"] = false.into()
+    });
+    assert!(QuantizedCheckpoint::open(&dir).is_err());
+    let wo = QuantizedCheckpoint::open_weight_only(&dir).unwrap();
+    let specs: Vec<String> = wo
+        .layers()
+        .unwrap()
+        .into_iter()
+        .map(|l| l.spec_text)
+        .collect();
+    assert_eq!(
+        specs,
+        [
+            "a: bf16, b: i8, scale: channel(bf16)",
+            "a: bf16, b: e4m3, scale: channel(bf16)",
+            "a: bf16, b: e4m3, scale: block(128, 128, f32)",
+        ]
+    );
 
     // 8-bit activations over weights no W8A8 kernel takes (int4 groups).
     let pack = copy_fixture("ct-pack", "act4");
