@@ -59,13 +59,15 @@ use common::bench_tokens::{BENCH_TEXT, embedding_rows, fixed_ids};
 use common::ckpt_writer::{Format, ensure, hf_prefix};
 use common::gguf_tokenizer;
 use common::host::par_parts;
-use common::layer_inputs::{Block, Inputs};
-use common::layer_measure::Runs;
-use common::layer_sweep::{GraphPass, forward_line, gbs, graphs_note, graphs_pass, progress};
-use common::llama_block::{Heads, silu_glu, worse};
+use common::layer_inputs::llama_inputs;
+use common::layer_measure::{Runs, check_and_time};
+use common::layer_sweep::{
+    GraphPass, Timed, forward_line, gbs, graphs_note, graphs_pass, progress,
+};
+use common::llama_block::worse;
 use common::model_cli::{ModelFile, ModelRun, checked_runs, exit_code, exit_status, gpu_stream};
 use common::table::{Col, Table};
-use common::timing::{Res, capture, event_flags, events_us};
+use common::timing::{Res, capture, events_us};
 
 /// The model file.
 const MODEL: ModelFile = ModelFile {
@@ -175,25 +177,6 @@ fn bench_tokens(file: &GgufFile, vocab: usize, ms: &[usize]) -> Res<(Vec<u32>, S
     Ok((ids, embedding_rows(&how, ms)))
 }
 
-/// The activations of `rows` rows (as `smollm2`'s): the embedding rows of `tokens`, cycled.
-fn inputs<'a>(model: &'a LlamaModel, tokens: &[u32], rows: usize) -> Inputs<'a> {
-    let x: Vec<f64> = (0..rows)
-        .flat_map(|r| model.embedding_row(tokens[r % tokens.len()]))
-        .collect();
-    let h = Heads::of(model);
-    let block = Block {
-        attn_norm: &model.attn_norm,
-        ffn_norm: &model.ffn_norm,
-        output_norm: &model.output_norm,
-        n_head: h.n_head,
-        n_kv: h.n_kv,
-        head_dim: h.head_dim,
-        glu: silu_glu::<f64>,
-    };
-    let p = &model.params;
-    Inputs::new(block, &x, p.embedding_length, p.rms_norm_eps)
-}
-
 /// `A · Wᵀ` in f64, `A` `[m, k]`, `W` `[n, k]` (rows of C spread over the cores).
 fn product(w: &[f64], a: &[f64], m: usize, n: usize, k: usize) -> Vec<f64> {
     let mut c = vec![0f64; m * n];
@@ -220,14 +203,6 @@ fn activations<E: Element>(layer: &ImportedLayer, a_h: &[f16]) -> (Vec<f64>, Vec
 
 // ---------------------------------------------------------------------------------------------------
 // The GPU path
-
-/// One layer at one M.
-struct Timed {
-    layer: usize,
-    m: usize,
-    us: f64,
-    err: f64,
-}
 
 /// Every layer of a checkpoint on the GPU: checked and timed at every M, then the forward pass.
 struct Measured {
@@ -278,16 +253,8 @@ fn graph_pass<E: Element>(
     graph.launch()?;
     let got = outputs(bufs)?;
     let mismatched = want.iter().zip(&got).filter(|(w, g)| w != g).count();
-    for _ in 0..2 {
-        graph.launch()?;
-    }
-    let e0 = s.record_event(event_flags())?;
-    for _ in 0..replays {
-        graph.launch()?;
-    }
-    let e1 = s.record_event(event_flags())?;
     Ok(GraphPass {
-        us: f64::from(e0.elapsed_ms(&e1)?) * 1e3 / replays as f64,
+        us: events_us(s, 2, replays, || Ok(graph.launch()?))?,
         compared: want.len(),
         mismatched: mismatched + want.len().abs_diff(got.len()),
     })
@@ -309,7 +276,7 @@ fn measure<K: GemmKernel<A = E, C = E>, E: Element>(
     }
     pb.finish_and_clear();
     let rows = *runs.ms.iter().max().expect("checked");
-    let mut inputs = inputs(model, tokens, rows);
+    let mut inputs = llama_inputs(model, tokens, rows);
     let mut bufs = Vec::with_capacity(ck.layers.len());
     let mut timed = Vec::new();
     let pb = progress(ck.layers.len(), "checking + timing layers");
@@ -320,21 +287,14 @@ fn measure<K: GemmKernel<A = E, C = E>, E: Element>(
         inputs.record(gl, &reference);
         let a = s.clone_htod(&gathered)?;
         let mut c = s.alloc_zeros::<E>(rows * n)?;
-        for &m in &runs.ms {
-            s.memset_zeros(&mut c)?;
-            gemm.run(&a, m, dw, None, &mut c)?;
-            let got = to_f64(&s.clone_dtoh(&c)?[..m * n]);
-            let err = relative_error(&got, &reference[..m * n]);
-            let us = events_us(s, runs.warmup, runs.iters, || {
-                Ok(gemm.run(&a, m, dw, None, &mut c)?)
-            })?;
-            timed.push(Timed {
-                layer: i,
-                m,
-                us,
-                err,
-            });
-        }
+        timed.extend(check_and_time(
+            s,
+            runs,
+            &gemm,
+            (&a, dw, &mut c),
+            &reference,
+            i,
+        )?);
         bufs.push((a, c));
         pb.inc(1);
     }
@@ -566,7 +526,7 @@ fn cpu_path(
             &"without gather",
             &"vs GGUF weights",
         ]);
-        let mut inputs = inputs(model, bench.0, m);
+        let mut inputs = llama_inputs(model, bench.0, m);
         let (mut worst, mut worst_q) = (0f64, 0f64);
         for (layer, gl) in ck.layers.iter().take(args.run.cpu_layers) {
             let (n, k) = (layer.weights.n(), layer.weights.k());

@@ -67,11 +67,11 @@ use common::ggml_check::check_layer;
 use common::gguf_kernels::{Kernel, Kernels, has_kernel, print_kernel};
 use common::gguf_tokenizer;
 use common::layer_errors::print_errors;
-use common::layer_inputs::{Block, Inputs};
+use common::layer_inputs::llama_inputs;
 use common::layer_measure::{Runs, measure};
 use common::layer_sweep::{graphs_note, graphs_pass, nk, progress};
 use common::layer_times::{forward_table, kind_table, layer_table};
-use common::llama_block::{Heads, block0, silu_glu, worse};
+use common::llama_block::{block0, worse};
 use common::model_cli::{ModelFile, ModelRun, checked_runs, exit_code, exit_status, gpu_stream};
 use common::table::{Col, Table};
 use common::timing::Res;
@@ -178,25 +178,6 @@ fn tokenize(tokenizer: Option<&Tokenizer>, vocab: usize, text: &str) -> Res<(Vec
 // ---------------------------------------------------------------------------------------------------
 // Activations of the per-layer runs
 
-/// The activations (see the module doc) of `rows` rows: the embedding rows of `tokens`, cycled.
-fn inputs<'a>(model: &'a LlamaModel, tokens: &[u32], rows: usize) -> Inputs<'a> {
-    let x: Vec<f64> = (0..rows)
-        .flat_map(|r| model.embedding_row(tokens[r % tokens.len()]))
-        .collect();
-    let h = Heads::of(model);
-    let block = Block {
-        attn_norm: &model.attn_norm,
-        ffn_norm: &model.ffn_norm,
-        output_norm: &model.output_norm,
-        n_head: h.n_head,
-        n_kv: h.n_kv,
-        head_dim: h.head_dim,
-        glu: silu_glu::<f64>,
-    };
-    let p = &model.params;
-    Inputs::new(block, &x, p.embedding_length, p.rms_norm_eps)
-}
-
 // ---------------------------------------------------------------------------------------------------
 // The GPU path
 
@@ -218,7 +199,7 @@ fn gpu_path(
     let all: Vec<&LinearLayer> = model.layers.iter().chain([model.lm_head()]).collect();
     let head_at = model.layers.len();
     let measured = measure(&gpu, runs, all, head_at, bench.1, |rows| {
-        Ok(inputs(model, bench.0, rows))
+        Ok(llama_inputs(model, bench.0, rows))
     })?;
 
     println!();
@@ -302,7 +283,7 @@ fn cpu_path(
         &"CPU ref ms",
         &"rel err vs ggml f32",
     ]);
-    let mut inputs = inputs(model, bench, m);
+    let mut inputs = llama_inputs(model, bench, m);
     let mut worst = 0f64;
     for l in &model.layers[..count] {
         let c = check_layer(file, &mut inputs, l, m)?;

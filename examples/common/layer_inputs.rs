@@ -7,10 +7,10 @@
 //! - `ffn_down`: the model's gated activation of the reference outputs of the same block's
 //!   `ffn_gate`/`ffn_up`.
 
-use super::llama_block::{rmsnorm, to_f16};
+use super::llama_block::{Heads, rmsnorm, silu_glu, to_f16};
 use super::timing::Res;
 use humming::half::f16;
-use humming_import::{LinearKind, LinearLayer};
+use humming_import::{LinearKind, LinearLayer, LlamaModel};
 
 /// What the activations take of a model.
 pub struct Block<'a> {
@@ -24,6 +24,25 @@ pub struct Block<'a> {
     pub head_dim: usize,
     /// The MLP's gated activation, `act(gate) * up` element-wise.
     pub glu: fn(&[f64], &[f64]) -> Vec<f64>,
+}
+
+/// A llama model's activations (SiLU-GLU) of `rows` rows: the embedding rows of `tokens`, cycled.
+pub fn llama_inputs<'a>(model: &'a LlamaModel, tokens: &[u32], rows: usize) -> Inputs<'a> {
+    let x: Vec<f64> = (0..rows)
+        .flat_map(|r| model.embedding_row(tokens[r % tokens.len()]))
+        .collect();
+    let h = Heads::of(model);
+    let block = Block {
+        attn_norm: &model.attn_norm,
+        ffn_norm: &model.ffn_norm,
+        output_norm: &model.output_norm,
+        n_head: h.n_head,
+        n_kv: h.n_kv,
+        head_dim: h.head_dim,
+        glu: silu_glu::<f64>,
+    };
+    let p = &model.params;
+    Inputs::new(block, &x, p.embedding_length, p.rms_norm_eps)
 }
 
 /// Builds each layer's activation rows and keeps what later layers of the same block need (the

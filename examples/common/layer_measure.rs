@@ -6,11 +6,13 @@ use super::gguf_kernels::Kernels;
 use super::layer_inputs::Inputs;
 use super::layer_sweep::{GraphPass, Sweep, Timed, progress};
 use super::timing::{Res, events_us};
-use humming::cuda::DeviceWeights;
+use cudarc::driver::{CudaSlice, CudaStream};
+use humming::cuda::{DeviceWeights, Gemm};
 use humming::half::f16;
 use humming::reference::to_f64;
-use humming::{reference_gemm, relative_error};
+use humming::{Element, reference_gemm, relative_error};
 use humming_import::LinearLayer;
+use std::sync::Arc;
 
 /// The options of the measurements, flattened into an example's arguments (whose
 /// `#[command(mut_arg("sweeps", ...))]` says how many layers a sweep runs).
@@ -95,21 +97,14 @@ pub fn measure<'m, 'i>(
         let (gemm, dw, n) = (gpu.gemm(l), &dws[i], l.weights.n());
         let a = s.clone_htod(&a_h)?;
         let mut c = s.alloc_zeros::<f16>(rows * n)?;
-        for &m in &runs.ms {
-            s.memset_zeros(&mut c)?;
-            gemm.run(&a, m, dw, None, &mut c)?;
-            let got = to_f64(&s.clone_dtoh(&c)?[..m * n]);
-            let err = relative_error(&got, &reference[..m * n]);
-            let us = events_us(s, runs.warmup, runs.iters, || {
-                Ok(gemm.run(&a, m, dw, None, &mut c)?)
-            })?;
-            timed.push(Timed {
-                layer: i,
-                m,
-                us,
-                err,
-            });
-        }
+        timed.extend(check_and_time(
+            s,
+            runs,
+            gemm,
+            (&a, dw, &mut c),
+            &reference,
+            i,
+        )?);
         bufs.push((a, c));
         pb.inc(1);
     }
@@ -142,4 +137,29 @@ pub fn measure<'m, 'i>(
         graph,
         layer_bytes,
     })
+}
+
+/// Layer `layer` at each M of `runs` (`reference`: its f64 product at the largest M, `[rows, N]`):
+/// C zeroed, one launch checked against the reference's first M rows, then timed by events.
+pub fn check_and_time<E: Element>(
+    s: &Arc<CudaStream>,
+    runs: &Runs,
+    gemm: &Gemm<E, E>,
+    (a, dw, c): (&CudaSlice<E>, &DeviceWeights, &mut CudaSlice<E>),
+    reference: &[f64],
+    layer: usize,
+) -> Res<Vec<Timed>> {
+    let n = dw.n();
+    let mut timed = Vec::with_capacity(runs.ms.len());
+    for &m in &runs.ms {
+        s.memset_zeros(c)?;
+        gemm.run(a, m, dw, None, c)?;
+        let got = to_f64(&s.clone_dtoh(c)?[..m * n]);
+        let err = relative_error(&got, &reference[..m * n]);
+        let us = events_us(s, runs.warmup, runs.iters, || {
+            Ok(gemm.run(a, m, dw, None, c)?)
+        })?;
+        timed.push(Timed { layer, m, us, err });
+    }
+    Ok(timed)
 }

@@ -2,7 +2,7 @@
 //! of a model's linear layers launched one by one, the same pass captured once as a CUDA graph and
 //! replayed (its outputs compared bit for bit with the launches'), and the lines that report them.
 
-use super::timing::{Res, capture, event_flags};
+use super::timing::{Res, capture, events_us};
 use cudarc::driver::{CudaSlice, CudaStream};
 use humming::cuda::{DeviceWeights, Gemm};
 use humming::half::f16;
@@ -94,15 +94,7 @@ impl Sweep<'_> {
             .zip(&got)
             .map(|(w, g)| bit_mismatches(w, g))
             .sum();
-        for _ in 0..2 {
-            graph.launch()?;
-        }
-        let e0 = s.record_event(event_flags())?;
-        for _ in 0..replays {
-            graph.launch()?;
-        }
-        let e1 = s.record_event(event_flags())?;
-        let us = f64::from(e0.elapsed_ms(&e1)?) * 1e3 / replays as f64;
+        let us = events_us(s, 2, replays, || Ok(graph.launch()?))?;
         Ok(GraphPass {
             us,
             compared,
