@@ -1,4 +1,4 @@
-//! GPTQ and AWQ layers: their packed int32 tensors unpacked into [`QuantizedWeights`], without
+//! GPTQ and AWQ layers: their packed int32 tensors unpacked into [`QuantizedWeights`](crate::QuantizedWeights), without
 //! loss, and the descriptor of the kernel that runs them.
 //!
 //! GPTQ (AutoGPTQ / GPTQModel), for `bits` in 2, 3, 4, 8, with `G` = `group_size` (`-1`: K):
@@ -32,8 +32,8 @@ use crate::checkpoint::SafetensorsInfo;
 use crate::error::{Error, Result};
 use crate::quant_config::{GptqFormat, QuantConfig, QuantMethod};
 use crate::quantized::{ImportedLayer, QuantizedCheckpoint};
-use humming_runtime::{QuantizedWeights, ZeroPoints};
-use humming_spec::{DType, parse_kernel_str};
+use humming_runtime::ZeroPoints;
+use humming_spec::DType;
 use safetensors::Dtype;
 
 /// AWQ's position (nibble index) of column `j % 8` in its word: the inverse of AWQ's packing
@@ -226,24 +226,8 @@ pub(crate) fn unpack(ckpt: &QuantizedCheckpoint, prefix: &str) -> Result<Importe
         ZeroPoints::Integer(zeros)
     };
 
-    let spec_text = spec_text(cfg, geo.act);
-    let spec = parse_kernel_str(&spec_text).map_err(|source| Error::Spec {
-        spec: spec_text.clone(),
-        source,
-    })?;
-    let weights =
-        QuantizedWeights::from_parts(&spec, n, k, codes, scales, zeros).map_err(|source| {
-            Error::Weights {
-                tensor: prefix.to_owned(),
-                source,
-            }
-        })?;
-    Ok(ImportedLayer {
-        prefix: prefix.to_owned(),
-        weights,
-        spec_text,
-        k_perm,
-    })
+    let parts = (codes, scales, Vec::new(), zeros);
+    ImportedLayer::build(prefix, spec_text(cfg, geo.act), (n, k), parts, k_perm)
 }
 
 /// The permutation of K that makes `g_idx`'s groups contiguous, `None` when `g_idx` is absent or

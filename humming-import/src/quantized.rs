@@ -343,13 +343,32 @@ impl QuantizedCheckpoint {
             return crate::gptq::unpack(self, prefix);
         }
         let (p, parts) = self.plan(prefix, true)?;
-        let (codes, scales, scale2, zeros) = parts.expect("values asked for");
-        let spec = parse_kernel_str(&p.spec_text).map_err(|source| Error::Spec {
-            spec: p.spec_text.clone(),
+        ImportedLayer::build(
+            prefix,
+            p.spec_text,
+            (p.n, p.k),
+            parts.expect("values asked for"),
+            None,
+        )
+    }
+}
+
+impl ImportedLayer {
+    /// Layer `prefix` from its descriptor text and its unpacked parts, checked by
+    /// [`QuantizedWeights::from_parts_with_scale2`].
+    pub(crate) fn build(
+        prefix: &str,
+        spec_text: String,
+        (n, k): (usize, usize),
+        (codes, scales, scale2, zeros): Parts,
+        k_perm: Option<Vec<usize>>,
+    ) -> Result<Self> {
+        let spec = parse_kernel_str(&spec_text).map_err(|source| Error::Spec {
+            spec: spec_text.clone(),
             source,
         })?;
         let weights =
-            QuantizedWeights::from_parts_with_scale2(&spec, p.n, p.k, codes, scales, scale2, zeros)
+            QuantizedWeights::from_parts_with_scale2(&spec, n, k, codes, scales, scale2, zeros)
                 .map_err(|source| Error::Weights {
                     tensor: prefix.to_owned(),
                     source,
@@ -357,8 +376,8 @@ impl QuantizedCheckpoint {
         Ok(ImportedLayer {
             prefix: prefix.to_owned(),
             weights,
-            spec_text: p.spec_text,
-            k_perm: None,
+            spec_text,
+            k_perm,
         })
     }
 }
